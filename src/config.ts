@@ -1,0 +1,156 @@
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { parseDuration } from './core/duration.js';
+
+/** The one typed configuration of a server process. */
+export interface ServerConfig {
+  databaseUrl?: string;
+  home: string;
+  host: string;
+  port: number;
+  site?: string;
+  logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+  leaseTtlMs: number;
+  pollWindowMs: number;
+  replicaRetentionMs: number;
+  schedulerDoneRetentionDays: number;
+  acceptExceeding: boolean;
+  replicaId?: string;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly key: string, message: string) {
+    super(`config ${key}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Kind = 'string' | 'url' | 'port' | 'duration' | 'level' | 'int' | 'bool';
+interface KeySpec { path: string; env: string; kind: Kind; field: keyof ServerConfig; default?: unknown; doc: string }
+
+/** Every key, in file form (dotted), with its environment variable: the source of docs/config.md. */
+export const CONFIG_KEYS: KeySpec[] = [
+  { path: 'database_url', env: 'OPSCHAIN_DATABASE_URL', kind: 'url', field: 'databaseUrl', doc: 'PostgreSQL URL (13+); unset starts the embedded PostgreSQL under home/pgdata. DATABASE_URL is read too.' },
+  { path: 'home', env: 'OPSCHAIN_HOME', kind: 'string', field: 'home', default: join(homedir(), '.opschain'), doc: 'state directory: embedded pgdata, recorded store URL and server address' },
+  { path: 'host', env: 'OPSCHAIN_HOST', kind: 'string', field: 'host', default: '127.0.0.1', doc: 'HTTP listen address' },
+  { path: 'port', env: 'OPSCHAIN_PORT', kind: 'port', field: 'port', default: 7420, doc: 'HTTP port (0 picks a free one)' },
+  { path: 'site', env: 'OPSCHAIN_SITE', kind: 'string', field: 'site', doc: 'site identity of this replica (e.g. dc1) for site-affine claiming' },
+  { path: 'log_level', env: 'OPSCHAIN_LOG_LEVEL', kind: 'level', field: 'logLevel', default: 'info', doc: 'trace | debug | info | warn | error | fatal | silent' },
+  { path: 'lease_ttl', env: 'OPSCHAIN_LEASE_TTL', kind: 'duration', field: 'leaseTtlMs', default: 180_000, doc: 'lost-runner fencing window, counted from the last delivery, ack or renewal' },
+  { path: 'poll_window', env: 'OPSCHAIN_POLL_WINDOW', kind: 'duration', field: 'pollWindowMs', default: 50_000, doc: 'how long a runner acquire parks before answering empty' },
+  { path: 'replica_retention', env: 'OPSCHAIN_REPLICA_RETENTION', kind: 'duration', field: 'replicaRetentionMs', default: 86_400_000, doc: 'how long a dead replica row stays visible before the leader reaps it' },
+  { path: 'retention.scheduler_done_days', env: 'OPSCHAIN_RETENTION_SCHEDULER_DONE_DAYS', kind: 'int', field: 'schedulerDoneRetentionDays', default: 7, doc: 'age-out of enqueue-idempotency bookkeeping; keep far beyond the lease TTL' },
+  { path: 'dispatch.accept_exceeding', env: 'OPSCHAIN_ACCEPT_EXCEEDING', kind: 'bool', field: 'acceptExceeding', default: true, doc: 'let the most capable idle runner take a step larger than every max_load' },
+  { path: 'replica_id', env: 'OPSCHAIN_REPLICA_ID', kind: 'string', field: 'replicaId', doc: 'override the replica id (default hostname-<random> per boot)' },
+];
+
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+function coerce(spec: KeySpec, raw: unknown): unknown {
+  const fail = (expected: string): never => {
+    throw new ConfigError(spec.path, `expected ${expected}, got ${JSON.stringify(raw)}`);
+  };
+  switch (spec.kind) {
+    case 'string':
+      if (typeof raw !== 'string' || raw === '') fail('a non-empty string');
+      return raw;
+    case 'url': {
+      if (typeof raw !== 'string') fail('a postgres:// URL');
+      try {
+        const u = new URL(raw as string);
+        if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') fail('a postgres:// URL');
+      } catch {
+        fail('a postgres:// URL');
+      }
+      return raw;
+    }
+    case 'port': {
+      const n = typeof raw === 'number' ? raw : /^\d+$/.test(String(raw)) ? Number(raw) : NaN;
+      if (!Number.isInteger(n) || n < 0 || n > 65535) fail('a port number 0-65535');
+      return n;
+    }
+    case 'int': {
+      const n = typeof raw === 'number' ? raw : /^\d+$/.test(String(raw)) ? Number(raw) : NaN;
+      if (!Number.isInteger(n) || n < 1) fail('a positive integer');
+      return n;
+    }
+    case 'duration': {
+      const ms = typeof raw === 'string' ? parseDuration(raw) : undefined;
+      if (ms === undefined || ms <= 0) fail('a duration like 250ms, 50s, 3m, 24h');
+      return ms;
+    }
+    case 'level':
+      if (typeof raw !== 'string' || !LEVELS.includes(raw)) fail(LEVELS.join(' | '));
+      return raw;
+    case 'bool':
+      if (typeof raw === 'boolean') return raw;
+      if (raw === 'true' || raw === '1') return true;
+      if (raw === 'false' || raw === '0') return false;
+      return fail('true or false');
+  }
+}
+
+function flatten(obj: unknown, prefix: string, out: Map<string, unknown>): void {
+  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) {
+    out.set(prefix, obj);
+    return;
+  }
+  for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
+    const key = prefix ? `${prefix}.${k}` : k;
+    const isSection = CONFIG_KEYS.some((s) => s.path.startsWith(`${key}.`));
+    if (isSection && v !== null && typeof v === 'object') flatten(v, key, out);
+    else out.set(key, v);
+  }
+}
+
+export interface ConfigSources {
+  /** Values given as flags, keyed by file path (`lease_ttl`); undefined entries are ignored. */
+  flags?: Record<string, unknown>;
+  env?: NodeJS.ProcessEnv;
+  configFile?: string;
+}
+
+/** Flags > environment (`OPSCHAIN_*`) > config file > defaults; throws ConfigError naming the key. */
+export function loadConfig(sources: ConfigSources = {}): ServerConfig {
+  const env = sources.env ?? process.env;
+  const fileValues = new Map<string, unknown>();
+  if (sources.configFile) {
+    let text: string;
+    try {
+      text = readFileSync(sources.configFile, 'utf8');
+    } catch (err) {
+      throw new ConfigError('--config', `cannot read ${sources.configFile}: ${(err as Error).message}`);
+    }
+    let doc: unknown;
+    try {
+      doc = parseYaml(text);
+    } catch (err) {
+      throw new ConfigError('--config', `${sources.configFile} is not valid YAML: ${(err as Error).message}`);
+    }
+    if (doc !== null && doc !== undefined) {
+      if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError('--config', 'expected a mapping of keys');
+      flatten(doc, '', fileValues);
+    }
+    for (const key of fileValues.keys()) {
+      if (!CONFIG_KEYS.some((s) => s.path === key)) {
+        throw new ConfigError(key, `unknown key in ${sources.configFile}; known keys: ${CONFIG_KEYS.map((s) => s.path).join(', ')}`);
+      }
+    }
+  }
+  const config: Record<string, unknown> = {};
+  for (const spec of CONFIG_KEYS) {
+    let raw: unknown = sources.flags?.[spec.path];
+    if (raw === undefined) raw = env[spec.env];
+    if (raw === undefined && spec.field === 'databaseUrl') raw = env.DATABASE_URL;
+    if (raw === undefined) raw = fileValues.get(spec.path);
+    if (raw === undefined || raw === '') {
+      config[spec.field] = spec.default;
+      continue;
+    }
+    config[spec.field] = coerce(spec, raw);
+  }
+  config.home = resolve(config.home as string);
+  return config as unknown as ServerConfig;
+}

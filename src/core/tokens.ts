@@ -1,0 +1,24 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** Prefixes let secret scanners recognise a leaked opschain secret by its shape. */
+export const TOKEN_PREFIX = { admin: 'ocadm_', registration: 'ocreg_', runner: 'ocrnr_' } as const;
+export type TokenKind = keyof typeof TOKEN_PREFIX;
+
+export function newSecret(kind: TokenKind): string {
+  return TOKEN_PREFIX[kind] + randomBytes(24).toString('base64url');
+}
+
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+export function secretKind(secret: string): TokenKind | undefined {
+  return (Object.keys(TOKEN_PREFIX) as TokenKind[]).find((k) => secret.startsWith(TOKEN_PREFIX[k]));
+}
+
+/** Constant-time equality of a presented secret against a stored hash. */
+export function secretMatches(secret: string, storedHash: string): boolean {
+  const a = Buffer.from(hashSecret(secret), 'hex');
+  const b = Buffer.from(storedHash, 'hex');
+  return a.length === b.length && timingSafeEqual(a, b);
+}

@@ -1,0 +1,131 @@
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import type { FastifyInstance } from 'fastify';
+import { systemClock, type Clock } from './clock.js';
+import type { ServerConfig } from './config.js';
+import { heartbeatOnce } from './coordination/heartbeat.js';
+import { clearServerRecord, readLocalSecret, writeLocalSecret, writeServerRecord } from './home.js';
+import { createHttpServer } from './api/http.js';
+import { Readiness, storeCheck } from './api/readiness.js';
+import type { Logger } from './logger.js';
+import { startLoop, type LoopHandle } from './loop.js';
+import { startEmbeddedStore, type EmbeddedStore } from './store/embedded.js';
+import { migrate } from './store/migrate.js';
+import { createPool, type Pool } from './store/pool.js';
+import { replicaRegister, replicaSetAddress, replicaStop } from './store/replicas.js';
+import { tokenCreate } from './store/tokens.js';
+import { VERSION } from './version.js';
+
+/** Everything a feature of one replica needs; features register routes and loops through it. */
+export interface ServerContext {
+  config: ServerConfig;
+  pool: Pool;
+  log: Logger;
+  clock: Clock;
+  replicaId: string;
+  readiness: Readiness;
+  app: FastifyInstance;
+  /** In-process signals between loops (`queue:enqueued`, `lease:completed`, …). */
+  events: EventEmitter;
+  loops: LoopHandle[];
+  /** Run at shutdown, in reverse order of registration, before the pool closes. */
+  onStop: Array<() => Promise<void>>;
+}
+
+export interface ServerHandle {
+  ctx: ServerContext;
+  url: string;
+  databaseUrl: string;
+  stop(): Promise<void>;
+}
+
+/** A feature wires itself into a starting replica (routes, loops, stop hooks). */
+export type Feature = (ctx: ServerContext) => void | Promise<void>;
+
+export function newReplicaId(): string {
+  return `${hostname()}-${randomBytes(3).toString('hex')}`;
+}
+
+export interface StartOptions {
+  config: ServerConfig;
+  log: Logger;
+  clock?: Clock;
+  features?: Feature[];
+  /** Write server.json / local tokens into the home (the CLI does; tests may not). */
+  recordHome?: boolean;
+}
+
+/** The composition root of one replica. */
+export async function startServer(opts: StartOptions): Promise<ServerHandle> {
+  const { config, log } = opts;
+  const clock = opts.clock ?? systemClock;
+  let embedded: EmbeddedStore | undefined;
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    embedded = await startEmbeddedStore({ home: config.home, log: (m) => log.info(m) });
+    databaseUrl = embedded.url;
+    log.info({ port: embedded.port, dataDir: embedded.dataDir }, 'embedded PostgreSQL is up');
+  }
+  const pool = createPool(databaseUrl, {
+    max: 20,
+    applicationName: 'opschain-server',
+    onError: (err) => log.warn({ err: err.message }, 'store connection error'),
+  });
+  try {
+    const applied = await migrate(pool);
+    if (applied.length) log.info({ applied: applied.map((m) => m.name) }, 'migrations applied');
+    const replicaId = config.replicaId ?? newReplicaId();
+    await replicaRegister(pool, { id: replicaId, host: hostname(), site: config.site, version: VERSION });
+
+    const readiness = new Readiness();
+    readiness.add(storeCheck(pool));
+    const app = createHttpServer({ log, readiness, version: VERSION, replicaId });
+    const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], onStop: [] };
+    ctx.events.setMaxListeners(0);
+    ctx.loops.push(startLoop({ name: 'heartbeat', clock, log, once: () => heartbeatOnce({ pool, replicaId }) }));
+    for (const feature of opts.features ?? []) await feature(ctx);
+
+    await app.listen({ port: config.port, host: config.host });
+    const addr = app.server.address();
+    const port = typeof addr === 'object' && addr ? addr.port : config.port;
+    const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+    await replicaSetAddress(pool, replicaId, url);
+    if (opts.recordHome !== false) {
+      writeServerRecord(config.home, { url, pid: process.pid, replicaId, startedAt: new Date().toISOString() });
+      await ensureLocalTokens(pool, config.home);
+    }
+    log.info({ url, replica: replicaId, site: config.site ?? null }, 'opschain server ready');
+
+    let stopping: Promise<void> | undefined;
+    const stop = () =>
+      (stopping ??= (async () => {
+        log.info('stopping');
+        await app.close().catch((err) => log.warn({ err: err.message }, 'http close failed'));
+        await Promise.all(ctx.loops.map((l) => l.stop()));
+        for (const hook of [...ctx.onStop].reverse()) await hook().catch((err) => log.warn({ err: err.message }, 'stop hook failed'));
+        await replicaStop(pool, replicaId).catch((err) => log.warn({ err: err.message }, 'could not release coordination rows'));
+        await pool.end().catch(() => {});
+        if (opts.recordHome !== false) clearServerRecord(config.home);
+        if (embedded) await embedded.stop();
+        log.info('stopped');
+      })());
+    return { ctx, url, databaseUrl, stop };
+  } catch (err) {
+    await pool.end().catch(() => {});
+    if (embedded) await embedded.stop().catch(() => {});
+    throw err;
+  }
+}
+
+/** A local admin token and registration token, so verbs and runners on this machine need no flags. */
+async function ensureLocalTokens(pool: Pool, home: string): Promise<void> {
+  if (!readLocalSecret(home, 'admin')) {
+    const { secret } = await tokenCreate(pool, { kind: 'admin', name: 'local' });
+    writeLocalSecret(home, 'admin', secret);
+  }
+  if (!readLocalSecret(home, 'registration')) {
+    const { secret } = await tokenCreate(pool, { kind: 'registration', name: 'local' });
+    writeLocalSecret(home, 'registration', secret);
+  }
+}

@@ -1,0 +1,82 @@
+import pg from 'pg';
+
+export type Pool = pg.Pool;
+export type PoolClient = pg.PoolClient;
+
+export interface PoolOptions {
+  max?: number;
+  /** Name shown in pg_stat_activity.application_name. */
+  applicationName?: string;
+  connectionTimeoutMs?: number;
+  queryTimeoutMs?: number;
+  statementTimeoutMs?: number;
+  lockTimeoutMs?: number;
+  onError?: (err: Error) => void;
+}
+
+/** Bigints (counts, positions) come back as JS numbers: every value the store keeps fits in 2^53. */
+pg.types.setTypeParser(20, (v) => Number(v));
+pg.types.setTypeParser(1700, (v) => Number(v));
+
+/**
+ * One pool per process. node-postgres otherwise waits forever on a hung server, so every bound is
+ * set: connect, client-side query timeout, server-side statement and lock timeouts; and an error
+ * listener on the pool and on every client so a dropped connection never takes the process down.
+ */
+export function createPool(connectionString: string, opts: PoolOptions = {}): Pool {
+  const onError = opts.onError ?? (() => {});
+  const pool = new pg.Pool({
+    connectionString,
+    max: opts.max ?? 10,
+    application_name: opts.applicationName ?? 'opschain',
+    connectionTimeoutMillis: opts.connectionTimeoutMs ?? 5_000,
+    query_timeout: opts.queryTimeoutMs ?? 15_000,
+    statement_timeout: opts.statementTimeoutMs ?? 10_000,
+    lock_timeout: opts.lockTimeoutMs ?? 5_000,
+    idle_in_transaction_session_timeout: 30_000,
+    idleTimeoutMillis: 30_000,
+    keepAlive: true,
+  } as pg.PoolConfig);
+  pool.on('error', onError);
+  pool.on('connect', (client) => client.on('error', onError));
+  return pool;
+}
+
+/** Runs fn inside BEGIN/COMMIT on one client; rolls back and rethrows on error. */
+export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    try {
+      await client.query('ROLLBACK');
+    } catch {
+      broken = true;
+    }
+    throw err;
+  } finally {
+    client.release(broken ? true : undefined);
+  }
+}
+
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '53300']);
+
+/** True when err means "the store could not be reached or answered in time", as opposed to a logic error. */
+export function isStoreUnavailable(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { code?: string; message?: string };
+  if (e.code && (UNAVAILABLE_CODES.has(e.code) || e.code.startsWith('08'))) return true;
+  if (e.code === '57014') return true; // statement timeout: the server is too slow to trust
+  const msg = e.message ?? '';
+  return /timeout|Connection terminated|connection error|Client has encountered a connection error|not queryable|ECONNREFUSED|ECONNRESET/i.test(msg);
+}
+
+/** Short description of a store failure for verdicts and readiness. */
+export function storeCause(err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  return (e?.message || e?.code || String(err)).split('\n')[0];
+}

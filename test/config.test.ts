@@ -1,0 +1,62 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'opschain-config-'));
+const file = (name: string, text: string) => {
+  const p = join(dir, name);
+  writeFileSync(p, text);
+  return p;
+};
+
+describe('loadConfig', () => {
+  it('applies defaults', () => {
+    const c = loadConfig({ env: {} });
+    expect(c.port).toBe(7420);
+    expect(c.host).toBe('127.0.0.1');
+    expect(c.leaseTtlMs).toBe(180_000);
+    expect(c.pollWindowMs).toBe(50_000);
+    expect(c.replicaRetentionMs).toBe(86_400_000);
+    expect(c.schedulerDoneRetentionDays).toBe(7);
+    expect(c.acceptExceeding).toBe(true);
+    expect(c.databaseUrl).toBeUndefined();
+  });
+
+  it('orders flags over environment over file over defaults', () => {
+    const f = file('precedence.yaml', 'port: 9000\nlease_ttl: 1m\nsite: filesite\nretention:\n  scheduler_done_days: 3\n');
+    const c = loadConfig({ configFile: f, env: { OPSCHAIN_LEASE_TTL: '2m', OPSCHAIN_SITE: 'envsite' }, flags: { site: 'flagsite' } });
+    expect(c.port).toBe(9000);
+    expect(c.leaseTtlMs).toBe(120_000);
+    expect(c.site).toBe('flagsite');
+    expect(c.schedulerDoneRetentionDays).toBe(3);
+  });
+
+  it('reads DATABASE_URL when OPSCHAIN_DATABASE_URL is unset', () => {
+    expect(loadConfig({ env: { DATABASE_URL: 'postgres://u@h/db' } }).databaseUrl).toBe('postgres://u@h/db');
+  });
+
+  it.each([
+    ['unknown.yaml', 'prot: 80\n', 'prot'],
+    ['nested-unknown.yaml', 'retention:\n  scheduler_done_dayz: 3\n', 'retention.scheduler_done_dayz'],
+    ['bad-duration.yaml', 'lease_ttl: soon\n', 'lease_ttl'],
+    ['bad-url.yaml', 'database_url: mysql://x\n', 'database_url'],
+    ['bad-port.yaml', 'port: 70000\n', 'port'],
+  ])('refuses %s naming the key', (name, text, key) => {
+    const f = file(name, text);
+    let err: unknown;
+    try {
+      loadConfig({ configFile: f, env: {} });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).key).toBe(key);
+    expect((err as Error).message).toContain(key);
+  });
+
+  it('refuses a bad duration from the environment', () => {
+    expect(() => loadConfig({ env: { OPSCHAIN_POLL_WINDOW: '5 parsecs' } })).toThrow(/poll_window: expected a duration/);
+  });
+});
