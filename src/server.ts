@@ -17,6 +17,20 @@ import { replicaRegister, replicaSetAddress, replicaStop } from './store/replica
 import { tokenCreate } from './store/tokens.js';
 import { VERSION } from './version.js';
 
+/** Which shards this replica may dispatch now, and whether it leads; the coordination loop keeps it current. */
+export interface ShardOwnership {
+  owned(): number[];
+  isLeader(): boolean;
+  /** Sites that have at least one live, unquiesced replica. */
+  liveSites(): Set<string>;
+}
+
+/** A lone replica before coordination runs: owns every shard. */
+export function soleOwnership(): ShardOwnership {
+  const all = Array.from({ length: 64 }, (_, i) => i);
+  return { owned: () => all, isLeader: () => true, liveSites: () => new Set() };
+}
+
 /** Everything a feature of one replica needs; features register routes and loops through it. */
 export interface ServerContext {
   config: ServerConfig;
@@ -29,6 +43,8 @@ export interface ServerContext {
   /** In-process signals between loops (`queue:enqueued`, `lease:completed`, …). */
   events: EventEmitter;
   loops: LoopHandle[];
+  /** Replaced by the coordination feature; dispatch reads it every tick. */
+  ownership: ShardOwnership;
   /** Run at shutdown, in reverse order of registration, before the pool closes. */
   onStop: Array<() => Promise<void>>;
 }
@@ -81,7 +97,7 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     const readiness = new Readiness();
     readiness.add(storeCheck(pool));
     const app = createHttpServer({ log, readiness, version: VERSION, replicaId });
-    const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], onStop: [] };
+    const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], ownership: soleOwnership(), onStop: [] };
     ctx.events.setMaxListeners(0);
     ctx.loops.push(startLoop({ name: 'heartbeat', clock, log, once: () => heartbeatOnce({ pool, replicaId }) }));
     for (const feature of opts.features ?? []) await feature(ctx);
