@@ -1,0 +1,26 @@
+import type { PoolClient } from '../store/pool.js';
+
+/** How a leased attempt ended, as the lease lifecycle reports it to the orchestrator. */
+export interface StepOutcome {
+  stepId: number;
+  attempt: number;
+  status: 'succeeded' | 'failed' | 'system_error';
+  exitCode: number | null;
+  cause: string | null;
+  runnerId: string | null;
+  /** `runner_lost` or `pinned_runner_lost` for expiries; null otherwise. */
+  event?: string | null;
+}
+
+/**
+ * The orchestrator's side of the seam with the dispatch plane. Each hook runs inside the
+ * caller's transaction, so a lease transition and the run's progress commit together.
+ */
+export interface OrchestratorHooks {
+  /** A step's attempt was delivered to a runner: the step is running there. */
+  stepStarted(client: PoolClient, p: { stepId: number; attempt: number; runnerId: string }): Promise<void>;
+  /** A step's attempt finished (complete, or expiry as runner_lost): record, roll up, enqueue what became ready. */
+  stepFinished(client: PoolClient, outcome: StepOutcome): Promise<void>;
+  /** A step's attempt went back to the queue as a new attempt (release, un-acked offer, reclaimed exposed claim). */
+  stepRequeued(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string }): Promise<void>;
+}

@@ -1,0 +1,80 @@
+import type { Classification, PlacementRequirement, QueueEntry } from '../core/entry.js';
+import { shardOf } from '../core/fnv.js';
+import type { Pool, PoolClient } from './pool.js';
+
+export interface EnqueueItem extends Classification {
+  stepId: number;
+  runId: number;
+  attempt: number;
+}
+
+type Db = Pool | PoolClient;
+
+export const mapEntry = (r: any): QueueEntry => ({
+  stepId: Number(r.step_id),
+  runId: Number(r.run_id),
+  shard: r.shard,
+  attempt: r.attempt,
+  priority: r.priority,
+  lane: r.lane,
+  fairKey: r.fair_key,
+  weight: Number(r.weight),
+  pools: r.pools ?? [],
+  requirement: (r.requirement as PlacementRequirement | null) ?? null,
+  load: Number(r.load),
+  runScope: r.run_scope,
+  maxParallel: r.max_parallel,
+  siteStamp: r.site_stamp,
+  readyAt: r.ready_at,
+  enqueuedAt: r.enqueued_at,
+  position: Number(r.position),
+});
+
+/**
+ * Idempotent per (step, attempt), in one statement: an attempt recorded done, a step holding a
+ * lease, or a step already ready is left alone. Returns the step ids actually queued.
+ */
+export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number[]> {
+  if (items.length === 0) return [];
+  const { rows } = await db.query(
+    `INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement,
+                              load, run_scope, max_parallel, site_stamp)
+     SELECT i.step_id, i.run_id, i.shard, i.attempt, i.priority, i.lane, i.fair_key, i.weight,
+            ARRAY(SELECT jsonb_array_elements_text(i.pools)), i.requirement, i.load, i.run_scope, i.max_parallel, i.site_stamp
+       FROM jsonb_to_recordset($1::jsonb) AS i(step_id bigint, run_id bigint, shard smallint, attempt int, priority smallint,
+              lane smallint, fair_key text, weight real, pools jsonb, requirement jsonb, load real, run_scope boolean,
+              max_parallel int, site_stamp text)
+      WHERE NOT EXISTS (SELECT 1 FROM scheduler_done d WHERE d.step_id = i.step_id AND d.attempt = i.attempt)
+        AND NOT EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.step_id = i.step_id)
+      ORDER BY i.step_id
+     ON CONFLICT (step_id) DO NOTHING
+     RETURNING step_id`,
+    [
+      JSON.stringify(
+        items.map((i) => ({
+          step_id: i.stepId,
+          run_id: i.runId,
+          shard: shardOf(i.runId),
+          attempt: i.attempt,
+          priority: i.priority,
+          lane: i.lane,
+          fair_key: i.fairKey,
+          weight: i.weight,
+          pools: i.pools,
+          requirement: i.requirement,
+          load: i.load,
+          run_scope: i.runScope,
+          max_parallel: i.maxParallel,
+          site_stamp: i.siteStamp,
+        })),
+      ),
+    ],
+  );
+  return rows.map((r) => Number(r.step_id));
+}
+
+/** Removes a run's ready entries (cancel); returns the step ids removed. */
+export async function queueRemoveRun(db: Db, runId: number): Promise<number[]> {
+  const { rows } = await db.query(`DELETE FROM queue_ready WHERE run_id = $1 RETURNING step_id`, [runId]);
+  return rows.map((r) => Number(r.step_id));
+}
