@@ -1,0 +1,44 @@
+import { NotFoundError } from '../cli/errors.js';
+import { auditRecord } from '../store/audit.js';
+import { leaseRevokeRun } from '../store/lease-revoke.js';
+import { stepLogSystem } from '../store/logs.js';
+import { withTransaction, type Pool } from '../store/pool.js';
+import { queueRemoveRun } from '../store/queue.js';
+import { runFinish, runGet, runLock, runPinRemove, stepsCloseWaiting, type RunStatus } from '../store/runs.js';
+
+export interface RunCancelled {
+  id: number;
+  /** The run's status after the call (`cancelled`, or the final status it already had). */
+  status: RunStatus;
+  /** False when the run had already finished: nothing changed. */
+  cancelled: boolean;
+  /** Steps that were pending, ready or running and are now cancelled. */
+  steps: string[];
+  /** Live leases revoked (their runners kill the step on their next renew or log call). */
+  revoked: number;
+}
+
+/**
+ * Cancels a running run in one transaction: its ready entries leave the queue, its live leases
+ * and their pool holds are revoked, every step not yet finished is cancelled, the run ends
+ * `cancelled` and its pin goes. Cancelling a finished run changes nothing and says so.
+ */
+export async function runCancel(pool: Pool, runId: number, opts: { actor: string; source?: string } = { actor: 'cli' }): Promise<RunCancelled> {
+  return withTransaction(pool, async (client) => {
+    const seen = await runGet(client, runId);
+    if (!seen) throw new NotFoundError(`no run with id ${runId}`);
+    if (seen.status !== 'running') return { id: runId, status: seen.status, cancelled: false, steps: [], revoked: 0 };
+    // Leases before the run row: the lease lifecycle holds a lease row when it takes the run's lock.
+    const revoked = await leaseRevokeRun(client, runId);
+    await queueRemoveRun(client, runId);
+    const run = await runLock(client, runId);
+    if (!run || run.status !== 'running') return { id: runId, status: run?.status ?? seen.status, cancelled: false, steps: [], revoked: revoked.length };
+    const cause = `cancelled by ${opts.actor}`;
+    const steps = await stepsCloseWaiting(client, { runId, status: 'cancelled', cause, includeRunning: true });
+    for (const s of steps) if (s.wasRunning) await stepLogSystem(client, { stepId: s.id, attempt: s.attempt, text: `${cause}; the runner was told to stop` });
+    await runFinish(client, { runId, status: 'cancelled', cause });
+    await runPinRemove(client, runId);
+    await auditRecord(client, { actor: opts.actor, action: 'runs.cancel', target: `run:${runId}`, source: opts.source, detail: { steps: steps.map((s) => s.name), revoked: revoked.length } });
+    return { id: runId, status: 'cancelled', cancelled: true, steps: steps.map((s) => s.name), revoked: revoked.length };
+  });
+}

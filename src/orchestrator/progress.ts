@@ -1,0 +1,97 @@
+import { queueRemoveRun } from '../store/queue.js';
+import { leaseRevokeRun } from '../store/lease-revoke.js';
+import { stepLogStarted, stepLogSystem } from '../store/logs.js';
+import type { PoolClient } from '../store/pool.js';
+import {
+  runCauseSet,
+  runFinish,
+  runLock,
+  runnerName,
+  runPinRemove,
+  runProgress,
+  stepFinish,
+  stepGet,
+  stepRequeue,
+  stepsCloseWaiting,
+  stepsRelease,
+  stepsSkipDependents,
+  stepsWithStatus,
+  stepStart,
+  type RunRow,
+} from '../store/runs.js';
+import type { OrchestratorHooks, StepOutcome } from './contract.js';
+import { enqueueReadySteps } from './enqueue.js';
+
+/**
+ * Ends the run once nothing of it is pending, ready or running: error if any step ended in
+ * system_error, else failed if any failed, else cancelled if any was cancelled, else succeeded.
+ * The run's pin goes with it.
+ */
+export async function runRollUp(client: PoolClient, run: RunRow): Promise<RunRow['status']> {
+  if (run.status !== 'running') return run.status;
+  const p = await runProgress(client, run.id);
+  if (p.open > 0) return 'running';
+  let status: Exclude<RunRow['status'], 'running'> = 'succeeded';
+  let cause: string | null = null;
+  if (p.firstSystemError) {
+    status = 'error';
+    cause = `step ${p.firstSystemError.name}: ${p.firstSystemError.cause ?? 'system error'}`;
+  } else if (p.firstFailed) {
+    status = 'failed';
+    cause = `step ${p.firstFailed.name} failed${p.firstFailed.exitCode !== null ? ` with exit code ${p.firstFailed.exitCode}` : ''}${p.firstFailed.cause ? `: ${p.firstFailed.cause}` : ''}`;
+  } else if (p.counts.cancelled > 0) status = 'cancelled';
+  await runFinish(client, { runId: run.id, status, cause });
+  await runPinRemove(client, run.id);
+  return status;
+}
+
+/**
+ * A run-scoped run whose pinned runner is lost cannot go on (it is never re-pinned): every other
+ * step still out is failed with the same cause, everything waiting is skipped, and the cause
+ * names the runner.
+ */
+async function failPinnedRun(client: PoolClient, run: RunRow, runnerId: string): Promise<void> {
+  const name = await runnerName(client, runnerId);
+  const who = name === runnerId ? runnerId : `${name} (${runnerId})`;
+  await runCauseSet(client, { runId: run.id, cause: `pinned runner ${who} lost: the run cannot continue on another runner` });
+  await leaseRevokeRun(client, run.id);
+  await queueRemoveRun(client, run.id);
+  await stepsCloseWaiting(client, { runId: run.id, status: 'skipped', cause: `skipped: the run's pinned runner ${who} was lost` });
+  // Steps still running were on the same (lost) runner; they end as the lost one did.
+  for (const r of await stepsWithStatus(client, { runId: run.id, status: 'running' })) {
+    const step = await stepFinish(client, { stepId: r.id, attempt: r.attempt, status: 'system_error', exitCode: null, cause: `runner lost: pinned runner ${who} lost`, runnerId: null, seal: true });
+    if (step) await stepLogSystem(client, { stepId: step.id, attempt: step.attempt, text: `pinned runner ${who} lost; log sealed` });
+  }
+}
+
+export const orchestratorHooks: OrchestratorHooks = {
+  async stepStarted(client, p) {
+    if (await stepStart(client, p)) await stepLogStarted(client, p);
+  },
+
+  async stepFinished(client, o: StepOutcome) {
+    const before = await stepGet(client, o.stepId);
+    if (!before) return;
+    const run = await runLock(client, before.runId);
+    if (!run) return;
+    const seal = o.status === 'system_error';
+    const step = await stepFinish(client, { stepId: o.stepId, attempt: o.attempt, status: o.status, exitCode: o.exitCode, cause: o.cause, runnerId: o.runnerId, seal });
+    // A stale attempt, a duplicate completion, or a step already cancelled: nothing to record.
+    if (!step) return;
+    if (seal) await stepLogSystem(client, { stepId: step.id, attempt: step.attempt, text: `attempt ${step.attempt} ended in system_error: ${o.cause ?? 'unknown cause'}; log sealed` });
+    if (o.status === 'succeeded') {
+      const ready = await stepsRelease(client, { runId: run.id, after: step.name });
+      await enqueueReadySteps(client, run, ready);
+    } else {
+      await stepsSkipDependents(client, { runId: run.id, stepName: step.name, cause: `skipped: step ${step.name} ${o.status === 'failed' ? 'failed' : 'ended in system_error'}` });
+    }
+    if (o.event === 'pinned_runner_lost' && o.runnerId) await failPinnedRun(client, run, o.runnerId);
+    await runRollUp(client, run);
+  },
+
+  async stepRequeued(client, p) {
+    const step = await stepRequeue(client, p);
+    if (!step) return;
+    await stepLogSystem(client, { stepId: step.id, attempt: p.fromAttempt, text: `attempt ${p.fromAttempt} back to the queue as attempt ${p.toAttempt}: ${p.reason}` });
+  },
+};

@@ -1,0 +1,372 @@
+import type { PlacementRequirement } from '../core/entry.js';
+import type { RunDefinition } from '../core/runfile.js';
+import type { Pool, PoolClient } from './pool.js';
+
+type Db = Pool | PoolClient;
+
+export const RUN_STATUSES = ['running', 'succeeded', 'failed', 'error', 'cancelled'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+export const STEP_STATUSES = ['pending', 'ready', 'running', 'succeeded', 'failed', 'system_error', 'skipped', 'cancelled'] as const;
+export type StepStatus = (typeof STEP_STATUSES)[number];
+
+export interface RunRow {
+  id: number;
+  name: string;
+  project: string;
+  target: string | null;
+  scope: 'step' | 'run';
+  maxParallelSteps: number;
+  priority: number;
+  env: Record<string, string>;
+  placement: PlacementRequirement | null;
+  definition: Record<string, unknown>;
+  status: RunStatus;
+  cause: string | null;
+  createdBy: string | null;
+  createdAt: Date;
+  finishedAt: Date | null;
+}
+
+export interface StepRow {
+  id: number;
+  runId: number;
+  name: string;
+  command: string;
+  needs: string[];
+  /** The effective environment: the run's env overlaid by the step's own. */
+  env: Record<string, string>;
+  timeoutMs: number | null;
+  placement: PlacementRequirement | null;
+  pools: string[];
+  load: number;
+  priority: number | null;
+  status: StepStatus;
+  attempt: number;
+  runnerId: string | null;
+  /** The runner's registered name, when the row was read with it. */
+  runnerName: string | null;
+  exitCode: number | null;
+  cause: string | null;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  logSealed: boolean;
+}
+
+export const mapRun = (r: any): RunRow => ({
+  id: Number(r.id),
+  name: r.name,
+  project: r.project,
+  target: r.target,
+  scope: r.scope,
+  maxParallelSteps: r.max_parallel_steps,
+  priority: r.priority,
+  env: r.env ?? {},
+  placement: r.placement,
+  definition: r.definition,
+  status: r.status,
+  cause: r.cause,
+  createdBy: r.created_by,
+  createdAt: r.created_at,
+  finishedAt: r.finished_at,
+});
+
+export const mapStep = (r: any): StepRow => ({
+  id: Number(r.id),
+  runId: Number(r.run_id),
+  name: r.name,
+  command: r.command,
+  needs: r.needs ?? [],
+  env: r.env ?? {},
+  timeoutMs: r.timeout_ms,
+  placement: r.placement,
+  pools: r.pools ?? [],
+  load: Number(r.load),
+  priority: r.priority,
+  status: r.status,
+  attempt: r.attempt,
+  runnerId: r.runner_id,
+  runnerName: r.runner_name ?? null,
+  exitCode: r.exit_code,
+  cause: r.cause,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+  logSealed: r.log_sealed,
+});
+
+/** Inserts a run and all its steps (every step pending, attempt 0). */
+export async function runInsert(client: PoolClient, p: { definition: RunDefinition; source: Record<string, unknown>; createdBy: string | null }): Promise<{ run: RunRow; steps: StepRow[] }> {
+  const d = p.definition;
+  const { rows } = await client.query(
+    `INSERT INTO runs (name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
+    [d.name, d.project, d.target, d.scope, d.maxParallelSteps, d.priority, JSON.stringify(d.env), d.placement ? JSON.stringify(d.placement) : null, JSON.stringify(p.source), p.createdBy],
+  );
+  const run = mapRun(rows[0]);
+  const { rows: stepRows } = await client.query(
+    `INSERT INTO steps (run_id, name, command, needs, env, timeout_ms, placement, pools, load, priority)
+     SELECT $1, s.name, s.command, ARRAY(SELECT jsonb_array_elements_text(s.needs)), s.env, s.timeout_ms, s.placement,
+            ARRAY(SELECT jsonb_array_elements_text(s.pools)), s.load, s.priority
+       FROM jsonb_to_recordset($2::jsonb) AS s(ord int, name text, command text, needs jsonb, env jsonb, timeout_ms int,
+              placement jsonb, pools jsonb, load real, priority smallint)
+      ORDER BY s.ord
+     RETURNING *`,
+    [
+      run.id,
+      JSON.stringify(
+        d.steps.map((s, ord) => ({
+          ord,
+          name: s.name,
+          command: s.run,
+          needs: s.needs,
+          env: { ...d.env, ...s.env },
+          timeout_ms: s.timeoutMs,
+          placement: s.placement,
+          pools: s.pools,
+          load: s.load,
+          priority: s.priority,
+        })),
+      ),
+    ],
+  );
+  return { run, steps: stepRows.map(mapStep).sort((a, b) => a.id - b.id) };
+}
+
+export async function runGet(db: Db, runId: number): Promise<RunRow | null> {
+  const { rows } = await db.query(`SELECT * FROM runs WHERE id = $1`, [runId]);
+  return rows[0] ? mapRun(rows[0]) : null;
+}
+
+/**
+ * Locks the run row for the rest of the transaction. Every transition of a run's steps takes
+ * this lock first, so two siblings finishing at once cannot both miss the dependent they free.
+ */
+export async function runLock(client: PoolClient, runId: number): Promise<RunRow | null> {
+  const { rows } = await client.query(`SELECT * FROM runs WHERE id = $1 FOR UPDATE`, [runId]);
+  return rows[0] ? mapRun(rows[0]) : null;
+}
+
+/** A run's steps in insertion (file) order, with each runner's name. */
+export async function runSteps(db: Db, runId: number): Promise<StepRow[]> {
+  const { rows } = await db.query(
+    `SELECT s.*, r.name AS runner_name FROM steps s LEFT JOIN runners r ON r.id = s.runner_id WHERE s.run_id = $1 ORDER BY s.id`,
+    [runId],
+  );
+  return rows.map(mapStep);
+}
+
+export interface RunSummary {
+  id: number;
+  name: string;
+  project: string;
+  target: string | null;
+  status: RunStatus;
+  cause: string | null;
+  createdBy: string | null;
+  createdAt: Date;
+  finishedAt: Date | null;
+  steps: { total: number } & Record<StepStatus, number>;
+}
+
+/** Runs newest first; `before` pages on from an earlier page's last id. */
+export async function runList(db: Db, p: { status?: RunStatus; project?: string; limit: number; before?: number }): Promise<RunSummary[]> {
+  const { rows } = await db.query(
+    `SELECT r.*, c.counts
+       FROM runs r
+       CROSS JOIN LATERAL (
+         SELECT jsonb_object_agg(status, n) AS counts FROM (SELECT status, count(*)::int AS n FROM steps WHERE run_id = r.id GROUP BY status) g
+       ) c
+      WHERE ($1::text IS NULL OR r.status = $1)
+        AND ($2::text IS NULL OR r.project = $2)
+        AND ($3::bigint IS NULL OR r.id < $3)
+      ORDER BY r.id DESC
+      LIMIT $4`,
+    [p.status ?? null, p.project ?? null, p.before ?? null, p.limit],
+  );
+  return rows.map((r) => {
+    const counts = (r.counts ?? {}) as Record<string, number>;
+    const steps = Object.fromEntries(STEP_STATUSES.map((s) => [s, counts[s] ?? 0])) as Record<StepStatus, number>;
+    const total = Object.values(steps).reduce((a, b) => a + b, 0);
+    return {
+      id: Number(r.id),
+      name: r.name,
+      project: r.project,
+      target: r.target,
+      status: r.status,
+      cause: r.cause,
+      createdBy: r.created_by,
+      createdAt: r.created_at,
+      finishedAt: r.finished_at,
+      steps: { total, ...steps },
+    };
+  });
+}
+
+export async function stepGet(db: Db, stepId: number): Promise<StepRow | null> {
+  const { rows } = await db.query(`SELECT * FROM steps WHERE id = $1`, [stepId]);
+  return rows[0] ? mapStep(rows[0]) : null;
+}
+
+export async function stepsWithStatus(db: Db, p: { runId: number; status: StepStatus }): Promise<StepRow[]> {
+  const { rows } = await db.query(`SELECT * FROM steps WHERE run_id = $1 AND status = $2 ORDER BY id`, [p.runId, p.status]);
+  return rows.map(mapStep);
+}
+
+/** The step's attempt was delivered: running on that runner. False for a stale attempt or a finished step. */
+export async function stepStart(client: PoolClient, p: { stepId: number; attempt: number; runnerId: string }): Promise<boolean> {
+  const { rowCount } = await client.query(
+    `UPDATE steps SET status = 'running', runner_id = $3, started_at = now(), finished_at = NULL
+      WHERE id = $1 AND attempt = $2 AND status IN ('ready', 'running')`,
+    [p.stepId, p.attempt, p.runnerId],
+  );
+  return (rowCount ?? 0) > 0;
+}
+
+/** Records how the attempt ended; null when the attempt is stale or the step already finished. */
+export async function stepFinish(
+  client: PoolClient,
+  p: { stepId: number; attempt: number; status: 'succeeded' | 'failed' | 'system_error'; exitCode: number | null; cause: string | null; runnerId: string | null; seal: boolean },
+): Promise<StepRow | null> {
+  const { rows } = await client.query(
+    `UPDATE steps SET status = $3, exit_code = $4, cause = $5, runner_id = coalesce($6, runner_id),
+            started_at = coalesce(started_at, now()), finished_at = now(), log_sealed = log_sealed OR $7
+      WHERE id = $1 AND attempt = $2 AND status IN ('ready', 'running')
+     RETURNING *`,
+    [p.stepId, p.attempt, p.status, p.exitCode, p.cause, p.runnerId, p.seal],
+  );
+  return rows[0] ? mapStep(rows[0]) : null;
+}
+
+/** The attempt went back to the queue as a new attempt: ready again, no runner. */
+export async function stepRequeue(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number }): Promise<StepRow | null> {
+  const { rows } = await client.query(
+    `UPDATE steps SET attempt = $3, status = 'ready', runner_id = NULL, started_at = NULL, exit_code = NULL, cause = NULL
+      WHERE id = $1 AND attempt = $2 AND status IN ('ready', 'running')
+     RETURNING *`,
+    [p.stepId, p.fromAttempt, p.toAttempt],
+  );
+  return rows[0] ? mapStep(rows[0]) : null;
+}
+
+/**
+ * Pending steps whose needs all succeeded become ready as their next attempt; returns them for
+ * enqueue. With `after`, only the dependents of that step are considered (the common case).
+ */
+export async function stepsRelease(client: PoolClient, p: { runId: number; after?: string }): Promise<StepRow[]> {
+  const { rows } = await client.query(
+    `UPDATE steps d SET status = 'ready', attempt = d.attempt + 1, cause = NULL, finished_at = NULL
+      WHERE d.run_id = $1 AND d.status = 'pending' AND ($2::text IS NULL OR $2 = ANY(d.needs))
+        AND NOT EXISTS (SELECT 1 FROM steps n WHERE n.run_id = $1 AND n.name = ANY(d.needs) AND n.status <> 'succeeded')
+     RETURNING d.*`,
+    [p.runId, p.after ?? null],
+  );
+  return rows.map(mapStep).sort((a, b) => a.id - b.id);
+}
+
+/** Every pending step downstream of `stepName`, transitively, becomes skipped with `cause`. */
+export async function stepsSkipDependents(client: PoolClient, p: { runId: number; stepName: string; cause: string }): Promise<string[]> {
+  const { rows } = await client.query(
+    `WITH RECURSIVE down(name) AS (
+       SELECT s.name FROM steps s WHERE s.run_id = $1 AND $2 = ANY(s.needs) AND s.status = 'pending'
+       UNION
+       SELECT s.name FROM steps s JOIN down ON down.name = ANY(s.needs) WHERE s.run_id = $1 AND s.status = 'pending'
+     )
+     UPDATE steps SET status = 'skipped', cause = $3, finished_at = now()
+      WHERE run_id = $1 AND name IN (SELECT name FROM down)
+     RETURNING name`,
+    [p.runId, p.stepName, p.cause],
+  );
+  return rows.map((r) => r.name);
+}
+
+/** Steps of the run still pending or ready become `status` (skipped or cancelled); returns their ids. */
+export async function stepsCloseWaiting(client: PoolClient, p: { runId: number; status: 'skipped' | 'cancelled'; cause: string; includeRunning?: boolean }): Promise<Array<{ id: number; name: string; attempt: number; wasRunning: boolean }>> {
+  const { rows } = await client.query(
+    `UPDATE steps s SET status = $2, cause = $3, finished_at = now()
+       FROM steps old
+      WHERE s.id = old.id AND s.run_id = $1
+        AND s.status = ANY(CASE WHEN $4 THEN ARRAY['pending', 'ready', 'running'] ELSE ARRAY['pending', 'ready'] END)
+     RETURNING s.id, s.name, s.attempt, old.status = 'running' AS was_running`,
+    [p.runId, p.status, p.cause, p.includeRunning ?? false],
+  );
+  return rows.map((r) => ({ id: Number(r.id), name: r.name, attempt: r.attempt, wasRunning: r.was_running })).sort((a, b) => a.id - b.id);
+}
+
+export interface RunProgress {
+  /** Steps pending, ready or running. */
+  open: number;
+  counts: Record<StepStatus, number>;
+  /** The first step (by finish time) that ended system_error, failed or cancelled, per status. */
+  firstSystemError: StepRow | null;
+  firstFailed: StepRow | null;
+}
+
+export async function runProgress(client: PoolClient, runId: number): Promise<RunProgress> {
+  const { rows } = await client.query(
+    `SELECT status, count(*)::int AS n FROM steps WHERE run_id = $1 GROUP BY status`,
+    [runId],
+  );
+  const counts = Object.fromEntries(STEP_STATUSES.map((s) => [s, 0])) as Record<StepStatus, number>;
+  for (const r of rows) counts[r.status as StepStatus] = r.n;
+  const open = counts.pending + counts.ready + counts.running;
+  let firstSystemError: StepRow | null = null;
+  let firstFailed: StepRow | null = null;
+  if (open === 0 && (counts.system_error || counts.failed)) {
+    const { rows: bad } = await client.query(
+      `SELECT DISTINCT ON (status) * FROM steps WHERE run_id = $1 AND status IN ('system_error', 'failed') ORDER BY status, finished_at, id`,
+      [runId],
+    );
+    for (const b of bad.map(mapStep)) {
+      if (b.status === 'system_error') firstSystemError = b;
+      else firstFailed = b;
+    }
+  }
+  return { open, counts, firstSystemError, firstFailed };
+}
+
+/** Final status, cause (kept when one was already recorded) and finish time. */
+export async function runFinish(client: PoolClient, p: { runId: number; status: Exclude<RunStatus, 'running'>; cause: string | null }): Promise<void> {
+  await client.query(`UPDATE runs SET status = $2, cause = coalesce(cause, $3), finished_at = now() WHERE id = $1`, [p.runId, p.status, p.cause]);
+}
+
+/** Records the run's cause while it still runs (the first one wins). */
+export async function runCauseSet(client: PoolClient, p: { runId: number; cause: string }): Promise<void> {
+  await client.query(`UPDATE runs SET cause = coalesce(cause, $2) WHERE id = $1`, [p.runId, p.cause]);
+}
+
+/** Back to running for a retry: no finish time, no cause. */
+export async function runReopen(client: PoolClient, runId: number): Promise<void> {
+  await client.query(`UPDATE runs SET status = 'running', cause = NULL, finished_at = NULL WHERE id = $1`, [runId]);
+}
+
+/** The run's pin goes when the run finalises; it is never re-pointed. */
+export async function runPinRemove(client: PoolClient, runId: number): Promise<void> {
+  await client.query(`DELETE FROM scheduler_run_pins WHERE run_id = $1`, [runId]);
+}
+
+/**
+ * Every failed or system_error step becomes ready as its next attempt (fresh, unsealed log), and
+ * every skipped step goes back to pending to follow once what it needs succeeds (a step is only
+ * ever skipped below a failure or a lost pin, both of which this retry re-enters).
+ */
+export async function stepsRetry(client: PoolClient, runId: number): Promise<{ retried: StepRow[]; reopened: string[] }> {
+  const { rows } = await client.query(
+    `UPDATE steps SET status = 'ready', attempt = attempt + 1, runner_id = NULL, exit_code = NULL, cause = NULL,
+            started_at = NULL, finished_at = NULL, log_sealed = false
+      WHERE run_id = $1 AND status IN ('failed', 'system_error')
+     RETURNING *`,
+    [runId],
+  );
+  const retried = rows.map(mapStep).sort((a, b) => a.id - b.id);
+  if (retried.length === 0) return { retried, reopened: [] };
+  const { rows: reopened } = await client.query(
+    `UPDATE steps SET status = 'pending', cause = NULL, finished_at = NULL WHERE run_id = $1 AND status = 'skipped' RETURNING id, name`,
+    [runId],
+  );
+  return { retried, reopened: reopened.sort((a, b) => Number(a.id) - Number(b.id)).map((r) => r.name) };
+}
+
+/** A runner's display name, or its id when it is not registered (any more). */
+export async function runnerName(db: Db, runnerId: string): Promise<string> {
+  const { rows } = await db.query(`SELECT name FROM runners WHERE id = $1`, [runnerId]);
+  return rows[0]?.name ?? runnerId;
+}

@@ -1,0 +1,239 @@
+import { describe, expect, it } from 'vitest';
+import { runCancel } from '../../src/orchestrator/cancel.js';
+import { orchestratorHooks } from '../../src/orchestrator/progress.js';
+import { runRetry } from '../../src/orchestrator/retry.js';
+import { runFileLoad } from '../../src/orchestrator/runfile.js';
+import { runSubmit } from '../../src/orchestrator/submit.js';
+import { stepLogAppend, stepLogRead } from '../../src/store/logs.js';
+import { withTransaction } from '../../src/store/pool.js';
+import { queueEnqueue } from '../../src/store/queue.js';
+import { useTestDatabase } from '../support/db.js';
+import { complete, deliver, queued, registerRunner, runState, runStep, stepStates } from '../support/lifecycle.js';
+
+const DIAMOND = `
+name: diamond
+steps:
+  a: { run: echo a }
+  b: { run: echo b, needs: [a] }
+  c: { run: echo c, needs: [a] }
+  d: { run: echo d, needs: [b, c] }
+`;
+
+describe('orchestration through the lease lifecycle hooks', () => {
+  const db = useTestDatabase();
+  const submit = async (text: string, sets: string[] = []) => (await runSubmit(db.current.pool, runFileLoad(text, sets), { actor: 'test' })).runId;
+
+  it('diamond: roots first, d only once both b and c succeeded, then the run succeeds and its pin goes', async () => {
+    const pool = db.current.pool;
+    const run = await submit(DIAMOND);
+    expect(await queued(pool, run)).toEqual([['a', 1]]);
+    expect(await stepStates(pool, run)).toEqual({ a: 'ready/1', b: 'pending/0', c: 'pending/0', d: 'pending/0' });
+    await pool.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) VALUES ($1, 'rnr_test')`, [run]);
+
+    const a = await deliver(pool, { run, step: 'a' });
+    expect(await stepStates(pool, run)).toMatchObject({ a: 'running/1' });
+    await complete(pool, a, { status: 'succeeded' });
+    expect(await queued(pool, run)).toEqual([['b', 1], ['c', 1]]);
+
+    await runStep(pool, run, 'b');
+    expect(await queued(pool, run)).toEqual([['c', 1]]);
+    expect(await stepStates(pool, run)).toMatchObject({ d: 'pending/0' });
+    await runStep(pool, run, 'c');
+    expect(await queued(pool, run)).toEqual([['d', 1]]);
+    expect((await runState(pool, run)).status).toBe('running');
+    await runStep(pool, run, 'd');
+    expect(await runState(pool, run)).toEqual({ status: 'succeeded', cause: null, finished: true });
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM scheduler_run_pins WHERE run_id = $1`, [run]);
+    expect(rows[0].n).toBe(0);
+    const { rows: audit } = await pool.query(`SELECT actor, action FROM audit_log WHERE target = $1`, [`run:${run}`]);
+    expect(audit).toEqual([{ actor: 'test', action: 'runs.submit' }]);
+  });
+
+  it('siblings finishing in concurrent transactions free their dependent exactly once', async () => {
+    const pool = db.current.pool;
+    const run = await submit(DIAMOND);
+    await runStep(pool, run, 'a');
+    const b = await deliver(pool, { run, step: 'b' });
+    const c = await deliver(pool, { run, step: 'c' });
+    await Promise.all([complete(pool, b, { status: 'succeeded' }), complete(pool, c, { status: 'succeeded' })]);
+    expect(await queued(pool, run)).toEqual([['d', 1]]);
+  });
+
+  it('a failure skips its dependents transitively, lets independent work finish, then fails the run', async () => {
+    const pool = db.current.pool;
+    const run = await submit(`
+name: failing
+steps:
+  a: { run: exit 3 }
+  b: { run: echo b, needs: [a] }
+  c: { run: echo c, needs: [b] }
+  other: { run: echo other }
+`);
+    expect(await queued(pool, run)).toEqual([['a', 1], ['other', 1]]);
+    const other = await deliver(pool, { run, step: 'other' });
+    await complete(pool, await deliver(pool, { run, step: 'a' }), { status: 'failed', exitCode: 3 });
+    expect(await stepStates(pool, run)).toEqual({ a: 'failed/1', b: 'skipped/0', c: 'skipped/0', other: 'running/1' });
+    expect((await runState(pool, run)).status).toBe('running');
+    await complete(pool, other, { status: 'succeeded' });
+    expect(await runState(pool, run)).toEqual({ status: 'failed', cause: 'step a failed with exit code 3', finished: true });
+    const { rows } = await pool.query(`SELECT name, cause FROM steps WHERE run_id = $1 AND status = 'skipped' ORDER BY name`, [run]);
+    expect(rows).toEqual([{ name: 'b', cause: 'skipped: step a failed' }, { name: 'c', cause: 'skipped: step a failed' }]);
+  });
+
+  it('system_error ends the run in error and seals the step log with a system line', async () => {
+    const pool = db.current.pool;
+    const run = await submit('name: lost\nsteps:\n  a: { run: sleep 100 }\n  b: { run: echo b, needs: [a] }\n');
+    const a = await deliver(pool, { run, step: 'a' });
+    expect(await stepLogAppend(pool, { stepId: a.stepId, attempt: 1, chunks: [{ stream: 'stdout', text: 'working\n' }] })).toBe(1);
+    await complete(pool, a, { status: 'system_error', cause: 'runner lost: lease expired without a result', event: 'runner_lost' });
+    expect(await runState(pool, run)).toEqual({ status: 'error', cause: 'step a: runner lost: lease expired without a result', finished: true });
+    expect(await stepStates(pool, run)).toEqual({ a: 'system_error/1', b: 'skipped/0' });
+    const { rows } = await pool.query(`SELECT log_sealed FROM steps WHERE id = $1`, [a.stepId]);
+    expect(rows[0].log_sealed).toBe(true);
+    // Late output from the lost runner is refused.
+    expect(await stepLogAppend(pool, { stepId: a.stepId, attempt: 1, chunks: [{ stream: 'stdout', text: 'late\n' }] })).toBe(0);
+    const lines = await stepLogRead(pool, { runId: run });
+    expect(lines.map((l) => [l.stream, l.text])).toEqual([
+      ['system', 'attempt 1 started on runner rnr_test'],
+      ['stdout', 'working\n'],
+      ['system', 'attempt 1 ended in system_error: runner lost: lease expired without a result; log sealed'],
+    ]);
+  });
+
+  it('retry re-enters failed steps as a new attempt; dependents follow; a stale attempt changes nothing', async () => {
+    const pool = db.current.pool;
+    const run = await submit(DIAMOND);
+    await runStep(pool, run, 'a');
+    await runStep(pool, run, 'b', 'failed');
+    const c = await deliver(pool, { run, step: 'c' });
+    await complete(pool, c, { status: 'system_error', cause: 'runner lost: lease expired without a result' });
+    expect((await runState(pool, run)).status).toBe('error');
+    expect(await stepStates(pool, run)).toEqual({ a: 'succeeded/1', b: 'failed/1', c: 'system_error/1', d: 'skipped/0' });
+
+    const retried = await runRetry(pool, run, { actor: 'test' });
+    expect(retried).toEqual({ id: run, status: 'running', retried: [{ name: 'b', attempt: 2 }, { name: 'c', attempt: 2 }], reopened: ['d'] });
+    expect(await runState(pool, run)).toEqual({ status: 'running', cause: null, finished: false });
+    expect(await queued(pool, run)).toEqual([['b', 2], ['c', 2]]);
+    expect(await stepStates(pool, run)).toEqual({ a: 'succeeded/1', b: 'ready/2', c: 'ready/2', d: 'pending/0' });
+    // A retried step's log is open again for its new attempt.
+    const { rows } = await pool.query(`SELECT log_sealed FROM steps WHERE id = $1`, [c.stepId]);
+    expect(rows[0].log_sealed).toBe(false);
+
+    // The old attempt finishing again (a duplicate or late completion) is ignored.
+    await complete(pool, c, { status: 'succeeded' });
+    expect(await stepStates(pool, run)).toMatchObject({ c: 'ready/2' });
+
+    // Retrying while nothing has failed is a no-op.
+    expect(await runRetry(pool, run, { actor: 'test' })).toEqual({ id: run, status: 'running', retried: [], reopened: [] });
+
+    await runStep(pool, run, 'b');
+    await runStep(pool, run, 'c');
+    expect(await queued(pool, run)).toEqual([['d', 1]]);
+    await runStep(pool, run, 'd');
+    expect((await runState(pool, run)).status).toBe('succeeded');
+    await expect(runRetry(pool, 999_999)).rejects.toThrow('no run with id 999999');
+  });
+
+  it('cancel removes queue rows, revokes leases and their pool holds, cancels open steps; twice is a no-op', async () => {
+    const pool = db.current.pool;
+    const run = await submit('name: c\nsteps:\n  a: { run: sleep 100, pools: [db] }\n  b: { run: echo b }\n  c: { run: echo c, needs: [a] }\n');
+    const a = await deliver(pool, { run, step: 'a', pools: ['db'] });
+    await pool.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) VALUES ($1, 'rnr_test')`, [run]);
+    const other = await submit('name: other\nsteps:\n  x: { run: echo x }\n');
+
+    const result = await runCancel(pool, run, { actor: 'alice' });
+    expect(result).toEqual({ id: run, status: 'cancelled', cancelled: true, steps: ['a', 'b', 'c'], revoked: 1 });
+    const counts = await pool.query(
+      `SELECT (SELECT count(*) FROM queue_ready WHERE run_id = $1)::int AS queue, (SELECT count(*) FROM scheduler_job_leases WHERE run_id = $1)::int AS leases,
+              (SELECT count(*) FROM pool_holds WHERE step_id = $2)::int AS holds, (SELECT count(*) FROM scheduler_run_pins WHERE run_id = $1)::int AS pins`,
+      [run, a.stepId],
+    );
+    expect(counts.rows[0]).toEqual({ queue: 0, leases: 0, holds: 0, pins: 0 });
+    expect(await queued(pool, other)).toEqual([['x', 1]]);
+    expect(await stepStates(pool, run)).toEqual({ a: 'cancelled/1', b: 'cancelled/1', c: 'cancelled/0' });
+    expect(await runState(pool, run)).toEqual({ status: 'cancelled', cause: 'cancelled by alice', finished: true });
+
+    // The revoked runner's late completion changes nothing.
+    await complete(pool, a, { status: 'succeeded' });
+    expect(await stepStates(pool, run)).toMatchObject({ a: 'cancelled/1', c: 'cancelled/0' });
+    expect(await runCancel(pool, run, { actor: 'alice' })).toEqual({ id: run, status: 'cancelled', cancelled: false, steps: [], revoked: 0 });
+    await runStep(pool, other, 'x');
+    expect(await runCancel(pool, other, { actor: 'alice' })).toEqual({ id: other, status: 'succeeded', cancelled: false, steps: [], revoked: 0 });
+    await expect(runCancel(pool, 999_999)).rejects.toThrow('no run with id 999999');
+  });
+
+  it('enqueue idempotency holds through the hooks: duplicate completions and re-enqueues queue once', async () => {
+    const pool = db.current.pool;
+    const run = await submit(DIAMOND);
+    const a = await deliver(pool, { run, step: 'a' });
+    await complete(pool, a, { status: 'succeeded' });
+    await complete(pool, a, { status: 'succeeded' });
+    expect(await queued(pool, run)).toEqual([['b', 1], ['c', 1]]);
+    // The same (step, attempt) enqueued again while ready, while leased, or once done is left alone.
+    const { rows } = await pool.query(`SELECT id FROM steps WHERE run_id = $1 AND name = 'b'`, [run]);
+    const item = { stepId: rows[0].id, runId: run, attempt: 1, priority: 0, lane: 2 as const, fairKey: 'default', weight: 1, pools: [], requirement: null, load: 1, runScope: false, maxParallel: 1, siteStamp: null };
+    expect(await withTransaction(pool, (cl) => queueEnqueue(cl, [item]))).toEqual([]);
+    const b = await deliver(pool, { run, step: 'b' });
+    expect(await withTransaction(pool, (cl) => queueEnqueue(cl, [item]))).toEqual([]);
+    await complete(pool, b, { status: 'succeeded' });
+    expect(await withTransaction(pool, (cl) => queueEnqueue(cl, [item]))).toEqual([]);
+    expect(await queued(pool, run)).toEqual([['c', 1]]);
+  });
+
+  it('a requeued attempt comes back as the next attempt with a log line; stale hooks are ignored', async () => {
+    const pool = db.current.pool;
+    const run = await submit('name: rq\nsteps:\n  a: { run: echo a }\n');
+    const a = await deliver(pool, { run, step: 'a' });
+    await withTransaction(pool, async (client) => {
+      const { rows } = await client.query(`DELETE FROM scheduler_job_leases WHERE step_id = $1 RETURNING *`, [a.stepId]);
+      await client.query(
+        `INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, load, run_scope, max_parallel, ready_at, position)
+         VALUES ($1, $2, $3, 2, 0, 2, 'default', 1, '{}', 1, false, 1, now(), $4)`,
+        [a.stepId, run, rows[0].shard, rows[0].position],
+      );
+      await orchestratorHooks.stepRequeued(client, { stepId: a.stepId, fromAttempt: 1, toAttempt: 2, reason: 'offer not acked by its deadline' });
+      // A second report of the same requeue is stale.
+      await orchestratorHooks.stepRequeued(client, { stepId: a.stepId, fromAttempt: 1, toAttempt: 2, reason: 'again' });
+      await orchestratorHooks.stepStarted(client, { stepId: a.stepId, attempt: 1, runnerId: 'rnr_stale' });
+    });
+    expect(await stepStates(pool, run)).toEqual({ a: 'ready/2' });
+    const lines = (await stepLogRead(pool, { runId: run })).map((l) => l.text);
+    expect(lines).toEqual(['attempt 1 started on runner rnr_test', 'attempt 1 back to the queue as attempt 2: offer not acked by its deadline']);
+    const again = await deliver(pool, { run, step: 'a' });
+    expect(again.attempt).toBe(2);
+    await complete(pool, again, { status: 'succeeded' });
+    expect((await runState(pool, run)).status).toBe('succeeded');
+  });
+
+  it('a lost pinned runner fails the run with a cause naming it; retry starts it again', async () => {
+    const pool = db.current.pool;
+    await registerRunner(pool, 'rnr_pin', 'build-07');
+    const run = await submit('name: pinned\nscope: run\nsteps:\n  a: { run: sleep 100 }\n  b: { run: echo b }\n  c: { run: echo c, needs: [a] }\n');
+    const a = await deliver(pool, { run, step: 'a', runnerId: 'rnr_pin' });
+    await pool.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) VALUES ($1, 'rnr_pin')`, [run]);
+    await complete(pool, a, { status: 'system_error', cause: 'runner lost: lease expired without a result', runnerId: 'rnr_pin', event: 'pinned_runner_lost' });
+    expect(await runState(pool, run)).toEqual({ status: 'error', cause: 'pinned runner build-07 (rnr_pin) lost: the run cannot continue on another runner', finished: true });
+    expect(await stepStates(pool, run)).toEqual({ a: 'system_error/1', b: 'skipped/1', c: 'skipped/0' });
+    expect(await queued(pool, run)).toEqual([]);
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM scheduler_run_pins WHERE run_id = $1`, [run]);
+    expect(rows[0].n).toBe(0);
+
+    expect(await runRetry(pool, run, { actor: 'test' })).toEqual({ id: run, status: 'running', retried: [{ name: 'a', attempt: 2 }], reopened: ['c'] });
+    expect(await queued(pool, run)).toEqual([['a', 2], ['b', 2]]);
+  });
+
+  it('classification reads the project weight and the longest binding over the target', async () => {
+    const pool = db.current.pool;
+    await pool.query(`INSERT INTO projects (name, weight) VALUES ('acme', 3)`);
+    await pool.query(`INSERT INTO placement_bindings (path, requirement) VALUES ('acme', '{"group": "build"}'), ('acme/prod', '{"selectors": {"location": ["dc1"]}}'), ('acme/prodx', '{"group": "wrong"}')`);
+    const run = await submit('name: cls\nproject: acme\ntarget: acme/prod/web\npriority: 60\nsteps:\n  a: { run: echo a, pools: [db, api], load: 0.5 }\n  b: { run: echo b, placement: { labels: [gpu] }, priority: 120 }\n');
+    const { rows } = await pool.query(
+      `SELECT s.name, q.priority, q.lane, q.fair_key, q.weight, q.pools, q.requirement, q.load, q.site_stamp FROM queue_ready q JOIN steps s ON s.id = q.step_id WHERE q.run_id = $1 ORDER BY s.name`,
+      [run],
+    );
+    expect(rows).toEqual([
+      { name: 'a', priority: 60, lane: 1, fair_key: 'acme', weight: 3, pools: ['api', 'db'], requirement: { selectors: { location: ['dc1'] } }, load: 0.5, site_stamp: 'dc1' },
+      { name: 'b', priority: 120, lane: 0, fair_key: 'acme', weight: 3, pools: [], requirement: { labels: ['gpu'] }, load: 1, site_stamp: null },
+    ]);
+  });
+});

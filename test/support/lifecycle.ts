@@ -1,0 +1,70 @@
+import { orchestratorHooks } from '../../src/orchestrator/progress.js';
+import { withTransaction, type Pool } from '../../src/store/pool.js';
+
+/**
+ * The smallest stand-in for the lease lifecycle the hooks are called from: claim a ready entry
+ * into a lease and deliver it, then complete it, each in one transaction with the hook inside.
+ */
+export async function deliver(pool: Pool, p: { run: number; step: string; runnerId?: string; pools?: string[] }): Promise<{ stepId: number; attempt: number }> {
+  return withTransaction(pool, async (client) => {
+    const { rows } = await client.query(
+      `WITH q AS (DELETE FROM queue_ready WHERE step_id = (SELECT id FROM steps WHERE run_id = $1 AND name = $2) RETURNING *)
+       INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load,
+                                         run_scope, max_parallel, site_stamp, ready_at, enqueued_at, position, holder, delivered_at, runner_id, expires_at)
+       SELECT step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel,
+              site_stamp, ready_at, enqueued_at, position, 'test-replica', now(), $3, now() + interval '3 minutes' FROM q
+       RETURNING step_id, attempt`,
+      [p.run, p.step, p.runnerId ?? 'rnr_test'],
+    );
+    if (!rows[0]) throw new Error(`step ${p.step} of run ${p.run} is not on the queue`);
+    const stepId = Number(rows[0].step_id);
+    for (const pool of p.pools ?? []) await client.query(`INSERT INTO pool_holds (pool, step_id, attempt) VALUES ($1, $2, $3)`, [pool, stepId, rows[0].attempt]);
+    await orchestratorHooks.stepStarted(client, { stepId, attempt: rows[0].attempt, runnerId: p.runnerId ?? 'rnr_test' });
+    return { stepId, attempt: rows[0].attempt };
+  });
+}
+
+export async function complete(
+  pool: Pool,
+  lease: { stepId: number; attempt: number },
+  outcome: { status: 'succeeded' | 'failed' | 'system_error'; exitCode?: number | null; cause?: string | null; runnerId?: string; event?: string },
+): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    await client.query(`DELETE FROM scheduler_job_leases WHERE step_id = $1 AND attempt = $2`, [lease.stepId, lease.attempt]);
+    await client.query(`DELETE FROM pool_holds WHERE step_id = $1`, [lease.stepId]);
+    await client.query(`INSERT INTO scheduler_done (step_id, attempt) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [lease.stepId, lease.attempt]);
+    await orchestratorHooks.stepFinished(client, {
+      stepId: lease.stepId,
+      attempt: lease.attempt,
+      status: outcome.status,
+      exitCode: outcome.exitCode === undefined ? (outcome.status === 'succeeded' ? 0 : outcome.status === 'failed' ? 1 : null) : outcome.exitCode,
+      cause: outcome.cause ?? null,
+      runnerId: outcome.runnerId ?? 'rnr_test',
+      event: outcome.event ?? null,
+    });
+  });
+}
+
+/** Delivers and completes one step. */
+export async function runStep(pool: Pool, run: number, step: string, status: 'succeeded' | 'failed' | 'system_error' = 'succeeded', cause?: string): Promise<void> {
+  await complete(pool, await deliver(pool, { run, step }), { status, cause });
+}
+
+export async function queued(pool: Pool, run: number): Promise<Array<[string, number]>> {
+  const { rows } = await pool.query(`SELECT s.name, q.attempt FROM queue_ready q JOIN steps s ON s.id = q.step_id WHERE q.run_id = $1 ORDER BY s.name`, [run]);
+  return rows.map((r) => [r.name, r.attempt]);
+}
+
+export async function stepStates(pool: Pool, run: number): Promise<Record<string, string>> {
+  const { rows } = await pool.query(`SELECT name, status, attempt FROM steps WHERE run_id = $1 ORDER BY id`, [run]);
+  return Object.fromEntries(rows.map((r) => [r.name, `${r.status}/${r.attempt}`]));
+}
+
+export async function runState(pool: Pool, run: number): Promise<{ status: string; cause: string | null; finished: boolean }> {
+  const { rows } = await pool.query(`SELECT status, cause, finished_at FROM runs WHERE id = $1`, [run]);
+  return { status: rows[0].status, cause: rows[0].cause, finished: rows[0].finished_at !== null };
+}
+
+export async function registerRunner(pool: Pool, id: string, name: string): Promise<void> {
+  await pool.query(`INSERT INTO runners (id, name, credential_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [id, name, `hash-${id}`]);
+}
