@@ -8,6 +8,7 @@ import { heartbeatOnce } from './coordination/heartbeat.js';
 import { clearServerRecord, readLocalSecret, writeLocalSecret, writeServerRecord } from './home.js';
 import { createHttpServer } from './api/http.js';
 import { Readiness, storeCheck } from './api/readiness.js';
+import type { DispatchDeps } from './dispatch/deps.js';
 import type { Logger } from './logger.js';
 import { startLoop, type LoopHandle } from './loop.js';
 import { startEmbeddedStore, type EmbeddedStore } from './store/embedded.js';
@@ -45,6 +46,10 @@ export interface ServerContext {
   loops: LoopHandle[];
   /** Replaced by the coordination feature; dispatch reads it every tick. */
   ownership: ShardOwnership;
+  /** The URL of the store this replica uses (for dedicated connections such as LISTEN). */
+  databaseUrl: string;
+  /** Set by the dispatch feature: what the lease lifecycle and the runner routes share. */
+  dispatch?: DispatchDeps;
   /** Run at shutdown, in reverse order of registration, before the pool closes. */
   onStop: Array<() => Promise<void>>;
 }
@@ -97,7 +102,7 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     const readiness = new Readiness();
     readiness.add(storeCheck(pool));
     const app = createHttpServer({ log, readiness, version: VERSION, replicaId });
-    const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], ownership: soleOwnership(), onStop: [] };
+    const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], ownership: soleOwnership(), databaseUrl, onStop: [] };
     ctx.events.setMaxListeners(0);
     ctx.loops.push(startLoop({ name: 'heartbeat', clock, log, once: () => heartbeatOnce({ pool, replicaId }) }));
     for (const feature of opts.features ?? []) await feature(ctx);

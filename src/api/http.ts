@@ -6,7 +6,12 @@ export interface HttpDeps { log: Logger; readiness: Readiness; version: string; 
 
 /** The fastify instance with the health endpoints; feature modules register their routes on it. */
 export function createHttpServer(deps: HttpDeps): FastifyInstance {
-  const app = Fastify({ loggerInstance: deps.log.child({ component: 'http' }, { level: 'warn' }) as any, bodyLimit: 4 * 1024 * 1024 });
+  const app = Fastify({
+    loggerInstance: deps.log.child({ component: 'http' }, { level: 'warn' }) as any,
+    // Unknown fields are errors and types are never coerced: a typo must not be silently accepted.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false } },
+    bodyLimit: 4 * 1024 * 1024,
+  });
   app.get('/healthz', async () => ({ status: 'ok', replica: deps.replicaId, version: deps.version }));
   app.get('/readyz', async (_req, reply) => {
     const { ready, checks } = await deps.readiness.evaluate();

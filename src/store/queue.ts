@@ -70,6 +70,7 @@ export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number
       ),
     ],
   );
+  if (rows.length > 0) await db.query(`SELECT pg_notify('opschain_queue', '')`);
   return rows.map((r) => Number(r.step_id));
 }
 
@@ -77,4 +78,43 @@ export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number
 export async function queueRemoveRun(db: Db, runId: number): Promise<number[]> {
   const { rows } = await db.query(`DELETE FROM queue_ready WHERE run_id = $1 RETURNING step_id`, [runId]);
   return rows.map((r) => Number(r.step_id));
+}
+
+export interface ClaimParams {
+  /** Shards whose lease this replica holds now. */
+  shards: number[];
+  limit: number;
+  /** Page after this (lane, position) within the same tick. */
+  after?: { lane: number; position: number };
+}
+
+/**
+ * Locks up to `limit` due entries of the given shards in (lane, position) order, skipping rows
+ * another dispatcher holds. Must run inside the delivery transaction: rows not delivered stay
+ * exactly where they were when it commits.
+ */
+export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<QueueEntry[]> {
+  if (p.shards.length === 0 || p.limit <= 0) return [];
+  const { rows } = await client.query(
+    `SELECT * FROM queue_ready
+      WHERE shard = ANY($1::smallint[]) AND ready_at <= now()
+        AND ($3::int IS NULL OR (lane, position) > ($3::int, $4::bigint))
+      ORDER BY lane, position
+      LIMIT $2
+      FOR UPDATE SKIP LOCKED`,
+    [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null],
+  );
+  return rows.map(mapEntry);
+}
+
+/** Wakes every replica's dispatcher on commit (LISTEN opschain_queue). */
+export async function queueNotify(db: Db): Promise<void> {
+  await db.query(`SELECT pg_notify('opschain_queue', '')`);
+}
+
+export const QUEUE_CHANNEL = 'opschain_queue';
+
+export async function queueDepth(db: Db): Promise<number> {
+  const { rows } = await db.query(`SELECT count(*)::bigint AS n FROM queue_ready`);
+  return Number(rows[0].n);
 }

@@ -1,0 +1,52 @@
+import { leaseByRequest, offerDetails } from '../store/leases.js';
+import type { RunnerRow } from '../store/runners.js';
+import type { DispatchDeps } from './deps.js';
+import { toOffer, type Offer } from './offers.js';
+
+export interface AcquireRequest {
+  runner: RunnerRow;
+  requestId: string;
+  maxOffers: number;
+  waitMs: number;
+  onlyRunId: number | null;
+  /** Aborted when the caller goes away. */
+  signal?: AbortSignal;
+  /** This replica is out of the membership (quiesced): hold the poll and answer it empty. */
+  holdEmpty?: boolean;
+}
+
+/**
+ * The long poll. A retried request id gets the offers it was already handed; a drained runner
+ * is held for the window and answered empty without ever being matched; otherwise the call
+ * parks until a dispatch tick hands it offers or the window ends.
+ */
+export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<Offer[]> {
+  const replay = await leaseByRequest(deps.pool, { runnerId: req.runner.id, requestId: req.requestId });
+  if (replay.length > 0) {
+    const details = await offerDetails(deps.pool, replay.map((l) => l.stepId));
+    return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs));
+  }
+  if (req.runner.drained || req.holdEmpty) {
+    await holdFor(req.waitMs, req.signal);
+    return [];
+  }
+  const { offers } = deps.registry.park(
+    { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, parkedAt: Date.now() },
+    req.waitMs,
+    req.signal,
+  );
+  deps.kick();
+  return offers;
+}
+
+function holdFor(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,22 @@
+import type { EventEmitter } from 'node:events';
+import type { Logger } from '../logger.js';
+import type { OrchestratorHooks } from '../orchestrator/contract.js';
+import type { Pool } from '../store/pool.js';
+import type { WaiterRegistry } from './waiters.js';
+
+/** What the dispatch loop and the lease lifecycle of one replica share. */
+export interface DispatchDeps {
+  pool: Pool;
+  log: Logger;
+  replicaId: string;
+  registry: WaiterRegistry;
+  hooks: OrchestratorHooks;
+  /** Shards whose lease this replica holds now. */
+  ownedShards: () => number[];
+  ttlMs: number;
+  acceptExceeding: boolean;
+  /** Typed in-process signals: `dispatch:tick`, `lease:delivered`, `lease:completed`, `lease:expired`. */
+  events: EventEmitter;
+  /** Wake the dispatch loop now (capacity freed, work enqueued). */
+  kick: () => void;
+}

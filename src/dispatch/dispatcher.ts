@@ -1,0 +1,130 @@
+import type { QueueEntry, Waiter } from '../core/entry.js';
+import { planDelivery, type Delivery } from '../core/plan.js';
+import { leaseDeliver, leasesOutstandingByRun, offerDetails, pinsCreate, pinsForRuns, type LeaseRow, type OfferDetail } from '../store/leases.js';
+import { withTransaction } from '../store/pool.js';
+import { postureRead } from '../store/posture.js';
+import { queueClaim } from '../store/queue.js';
+import { runnerPostures } from '../store/runners.js';
+import type { DispatchDeps } from './deps.js';
+import { handBack } from './lifecycle.js';
+import { ackDeadlineMs, toOffer, type Offer } from './offers.js';
+import type { ParkedAcquire } from './waiters.js';
+
+export const CLAIM_BATCH = 64;
+/** Pages of the queue one tick may look through when the head cannot be placed on any parked runner. */
+const MAX_PAGES = 4;
+export const POLL_BUSY_MS = 250;
+export const POLL_IDLE_MS = 2_000;
+
+export interface TickResult { waiters: number; claimed: number; delivered: number; returned: number; held: 'halted' | 'quiesced' | null }
+
+/**
+ * One dispatch tick: claim due entries of the owned shards, plan them over the acquires parked
+ * at the tick's start, and deliver in the same transaction that locked them. An entry no
+ * parked runner can take is never moved: it keeps its place in the queue.
+ */
+export async function dispatchOnce(deps: DispatchDeps): Promise<TickResult> {
+  const parked = deps.registry.snapshot();
+  const result: TickResult = { waiters: parked.length, claimed: 0, delivered: 0, returned: 0, held: null };
+  if (parked.length === 0) return result;
+  const posture = await postureRead(deps.pool);
+  if (posture.halted || posture.quiesced) {
+    result.held = posture.halted ? 'halted' : 'quiesced';
+    return result;
+  }
+  const postures = await runnerPostures(deps.pool, [...new Set(parked.map((a) => a.runner.id))]);
+  const byRunner = new Map<string, ParkedAcquire[]>();
+  const waiters: Waiter[] = [];
+  for (const a of parked) {
+    const p = postures.get(a.runner.id);
+    if (!p) continue;
+    waiters.push({
+      runnerId: a.runner.id,
+      runnerName: a.runner.name,
+      group: p.group,
+      labels: p.labels,
+      executors: p.executors,
+      groupAttributes: p.groupAttributes,
+      exclusive: p.exclusive,
+      maxLoad: p.maxLoad,
+      runningLoad: p.runningLoad,
+      slots: a.slots,
+      onlyRunId: a.onlyRunId,
+      drained: p.drained,
+    });
+    byRunner.set(a.runner.id, [...(byRunner.get(a.runner.id) ?? []), a]);
+  }
+  const totalSlots = waiters.filter((w) => !w.drained).reduce((n, w) => n + w.slots, 0);
+  if (totalSlots === 0) return result;
+
+  const delivered = await withTransaction(deps.pool, async (client) => {
+    const deliveries: Delivery[] = [];
+    let after: { lane: number; position: number } | undefined;
+    const remaining = waiters.map((w) => ({ ...w }));
+    for (let page = 0; page < MAX_PAGES; page++) {
+      const open = remaining.filter((w) => w.slots > 0 && !w.drained);
+      const slots = open.reduce((n, w) => n + w.slots, 0);
+      if (slots === 0) break;
+      const claims = await queueClaim(client, { shards: deps.ownedShards(), limit: Math.min(CLAIM_BATCH, slots), after });
+      result.claimed += claims.length;
+      if (claims.length === 0) break;
+      const scoped = [...new Set(claims.filter((c) => c.runScope).map((c) => c.runId))];
+      const [pins, outstanding] = await Promise.all([pinsForRuns(client, scoped), leasesOutstandingByRun(client, scoped)]);
+      const plan = planDelivery({ claims, waiters: open, pools: new Map(), pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding });
+      result.returned += plan.returned.length;
+      for (const d of plan.deliveries) {
+        deliveries.push(d);
+        const w = remaining.find((x) => x.runnerId === d.waiter.runnerId)!;
+        w.slots -= 1;
+        w.runningLoad += d.entry.load;
+      }
+      if (claims.length < Math.min(CLAIM_BATCH, slots)) break;
+      const last: QueueEntry = claims[claims.length - 1];
+      after = { lane: last.lane, position: last.position };
+    }
+    if (deliveries.length === 0) return { leases: [] as Array<{ lease: LeaseRow; call: ParkedAcquire }>, details: new Map<number, OfferDetail>() };
+    await pinsCreate(client, deliveries.filter((d) => d.pin).map((d) => ({ runId: d.entry.runId, runnerId: d.waiter.runnerId })));
+    // Offers go to specific acquire calls: spread a runner's deliveries over its parked calls.
+    const items = deliveries.map((d) => ({ stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: null as string | null }));
+    const callOf = new Map<number, ParkedAcquire>();
+    const used = new Map<number, number>();
+    for (const [i, d] of deliveries.entries()) {
+      const call = (byRunner.get(d.waiter.runnerId) ?? []).find((a) => (used.get(a.seq) ?? 0) < a.slots && (a.onlyRunId === null || a.onlyRunId === d.entry.runId));
+      if (!call) continue;
+      used.set(call.seq, (used.get(call.seq) ?? 0) + 1);
+      callOf.set(d.entry.stepId, call);
+      items[i].requestId = call.requestId;
+    }
+    const leases = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items: items.filter((i) => callOf.has(i.stepId)) });
+    for (const l of leases) await deps.hooks.stepStarted(client, { stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! });
+    const details = await offerDetails(client, leases.map((l) => l.stepId));
+    return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details };
+  });
+
+  result.delivered = delivered.leases.length;
+  if (delivered.leases.length > 0) await answer(deps, delivered.leases, delivered.details);
+  deps.events.emit('dispatch:tick', result);
+  return result;
+}
+
+/** Hands committed leases to their parked calls; a call that went away meanwhile gets them handed back. */
+async function answer(deps: DispatchDeps, delivered: Array<{ lease: LeaseRow; call: ParkedAcquire }>, details: Map<number, OfferDetail>): Promise<void> {
+  const perCall = new Map<ParkedAcquire, Offer[]>();
+  const leasesOf = new Map<ParkedAcquire, LeaseRow[]>();
+  for (const { lease, call } of delivered) {
+    perCall.set(call, [...(perCall.get(call) ?? []), toOffer(lease, details.get(lease.stepId), deps.ttlMs)]);
+    leasesOf.set(call, [...(leasesOf.get(call) ?? []), lease]);
+  }
+  const orphaned: LeaseRow[] = [];
+  for (const [call, offers] of perCall) {
+    if (call.deliver(offers)) deps.events.emit('lease:delivered', { runnerId: call.runner.id, offers: offers.length });
+    else orphaned.push(...leasesOf.get(call)!);
+  }
+  if (orphaned.length > 0) await handBack(deps, orphaned, 'acquire call ended before the offer was sent');
+}
+
+/** Busy ticks poll fast; idle ones back off to the idle cadence. In-process kicks cut any wait short. */
+export function nextPollMs(last: TickResult, previousWaitMs: number): number {
+  if (last.delivered > 0 || last.claimed > 0) return POLL_BUSY_MS;
+  return Math.min(POLL_IDLE_MS, Math.max(POLL_BUSY_MS, previousWaitMs * 2));
+}

@@ -1,0 +1,72 @@
+import { registerRunnerRoutes } from '../api/runner-routes.js';
+import { installErrorHandler } from '../api/errors.js';
+import type { OrchestratorHooks } from '../orchestrator/contract.js';
+import { startLoop } from '../loop.js';
+import type { Feature } from '../server.js';
+import { listenChannel } from '../store/listen.js';
+import { QUEUE_CHANNEL } from '../store/queue.js';
+import type { DispatchDeps } from './deps.js';
+import { dispatchOnce, nextPollMs, POLL_IDLE_MS } from './dispatcher.js';
+import { expireOnce } from './lifecycle.js';
+import { WaiterRegistry } from './waiters.js';
+
+export const EXPIRY_INTERVAL_MS = 5_000;
+
+export interface DispatchFeatureOptions {
+  hooks: OrchestratorHooks;
+  /** Run the expiry sweep from this feature; off when the coordination loop runs it on its tick. */
+  ownExpiryLoop?: boolean;
+  /** Whether this replica is out of the membership (its polls are held and answered empty). */
+  holdPolls?: () => boolean;
+}
+
+/**
+ * The dispatch plane of one replica: parked acquires, the adaptive dispatch loop (250 ms busy →
+ * 2 s idle, woken at once by in-process kicks and by NOTIFY from other processes), the expiry
+ * sweep and the runner protocol routes.
+ */
+export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
+  return (ctx) => {
+    const registry = new WaiterRegistry();
+    let kickLoop = () => {};
+    const deps: DispatchDeps = {
+      pool: ctx.pool,
+      log: ctx.log.child({ component: 'dispatch' }),
+      replicaId: ctx.replicaId,
+      registry,
+      hooks: opts.hooks,
+      ownedShards: () => ctx.ownership.owned(),
+      ttlMs: ctx.config.leaseTtlMs,
+      acceptExceeding: ctx.config.acceptExceeding,
+      events: ctx.events,
+      kick: () => kickLoop(),
+    };
+    ctx.dispatch = deps;
+    let wait = POLL_IDLE_MS;
+    const loop = startLoop({
+      name: 'dispatch',
+      clock: ctx.clock,
+      log: deps.log,
+      errorDelayMs: 1_000,
+      once: async () => {
+        const r = await dispatchOnce(deps);
+        wait = nextPollMs(r, wait);
+        return wait;
+      },
+    });
+    kickLoop = () => loop.kick();
+    ctx.loops.push(loop);
+    ctx.events.on('queue:enqueued', () => loop.kick());
+    const dbUrl = ctx.databaseUrl;
+    const listener = listenChannel(dbUrl, QUEUE_CHANNEL, () => loop.kick(), (err) => deps.log.debug({ err: err.message }, 'queue listener reconnecting'));
+    ctx.onStop.push(async () => {
+      registry.drainAll();
+      await listener.stop();
+    });
+    if (opts.ownExpiryLoop !== false) {
+      ctx.loops.push(startLoop({ name: 'expiry', clock: ctx.clock, log: deps.log, once: async () => (await expireOnce(deps), EXPIRY_INTERVAL_MS) }));
+    }
+    installErrorHandler(ctx.app);
+    registerRunnerRoutes(ctx.app, deps, { pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => false) });
+  };
+}

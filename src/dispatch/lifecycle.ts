@@ -1,0 +1,122 @@
+import type { StepOutcome } from '../orchestrator/contract.js';
+import { doneByToken, leaseAck, leaseCheck, leaseComplete, leaseExpireDue, leaseRenew, leaseRequeueUnacked, leaseReturn, pinsForRuns, type LeaseRef, type LeaseRow } from '../store/leases.js';
+import { withTransaction } from '../store/pool.js';
+import { postureRead } from '../store/posture.js';
+import type { DispatchDeps } from './deps.js';
+
+export const FENCED = 'lease expired or revoked';
+export const RUNNER_LOST_CAUSE = 'runner lost: lease expired without a result';
+
+export interface ItemResult { step_id: number; ok: boolean; status?: number; error?: string }
+
+function results(items: LeaseRef[], ok: Set<number>): ItemResult[] {
+  return items.map((i) => (ok.has(i.stepId) ? { step_id: i.stepId, ok: true } : { step_id: i.stepId, ok: false, status: 409, error: FENCED }));
+}
+
+export async function ackLeases(deps: DispatchDeps, runnerId: string, items: LeaseRef[]): Promise<ItemResult[]> {
+  return results(items, await leaseAck(deps.pool, { runnerId, ttlMs: deps.ttlMs, items }));
+}
+
+export async function renewLeases(deps: DispatchDeps, runnerId: string, items: LeaseRef[]): Promise<ItemResult[]> {
+  return results(items, await leaseRenew(deps.pool, { runnerId, ttlMs: deps.ttlMs, items }));
+}
+
+export async function checkLease(deps: DispatchDeps, runnerId: string, ref: LeaseRef): Promise<LeaseRow | undefined> {
+  return leaseCheck(deps.pool, { runnerId, stepId: ref.stepId, token: ref.token });
+}
+
+export interface Completion extends LeaseRef { exitCode: number | null; cause: string | null }
+
+/**
+ * Records completions, each fenced by its own token, in one transaction with the run's
+ * progress. A repeat of a completion already recorded with the same token answers ok.
+ */
+export async function completeLeases(deps: DispatchDeps, runnerId: string, items: Completion[]): Promise<ItemResult[]> {
+  const ended = await withTransaction(deps.pool, async (client) => {
+    const rows = await leaseComplete(client, { runnerId, items });
+    const byStep = new Map(items.map((i) => [i.stepId, i]));
+    for (const lease of rows) {
+      const c = byStep.get(lease.stepId)!;
+      const outcome: StepOutcome = {
+        stepId: lease.stepId,
+        attempt: lease.attempt,
+        status: c.exitCode === 0 && !c.cause ? 'succeeded' : 'failed',
+        exitCode: c.exitCode,
+        cause: c.cause ?? (c.exitCode === 0 ? null : `exited with code ${c.exitCode}`),
+        runnerId,
+      };
+      await deps.hooks.stepFinished(client, outcome);
+    }
+    return new Set(rows.map((r) => r.stepId));
+  });
+  const missing = items.filter((i) => !ended.has(i.stepId));
+  const repeated = await doneByToken(deps.pool, missing);
+  if (ended.size > 0) {
+    deps.events.emit('lease:completed', { runnerId, count: ended.size });
+    deps.kick();
+  }
+  return results(items, new Set([...ended, ...repeated]));
+}
+
+/** A runner gives work back unfinished (graceful shutdown): the next attempt, at the original position. */
+export async function releaseLeases(deps: DispatchDeps, runnerId: string, items: Array<LeaseRef & { reason?: string }>): Promise<ItemResult[]> {
+  const released = await withTransaction(deps.pool, async (client) => {
+    const rows = await leaseReturn(client, { items, runnerId, newAttempt: true });
+    const reasons = new Map(items.map((i) => [i.stepId, i.reason]));
+    for (const l of rows) {
+      await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt + 1, reason: reasons.get(l.stepId) ?? 'released by the runner' });
+    }
+    return new Set(rows.map((r) => r.stepId));
+  });
+  if (released.size > 0) deps.kick();
+  return results(items, released);
+}
+
+/** Leases nothing external saw go back at their original attempt and position. */
+export async function handBack(deps: DispatchDeps, leases: LeaseRow[], reason: string): Promise<void> {
+  await withTransaction(deps.pool, async (client) => {
+    const rows = await leaseReturn(client, { items: leases.map((l) => ({ stepId: l.stepId, token: l.token })), newAttempt: false });
+    for (const l of rows) await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt, reason });
+  });
+  deps.kick();
+}
+
+export interface SweepResult { requeued: number; lost: number; returned: number; held: boolean }
+
+/**
+ * One expiry pass: offers never acked by their deadline come back as the next attempt; delivered
+ * leases past their TTL fail fast as runner_lost (no auto-retry, log sealed by the orchestrator).
+ * Held entirely during a platform halt. Row locks make concurrent sweeps on several replicas safe.
+ */
+export async function expireOnce(deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'events' | 'kick' | 'log'>, limit = 500): Promise<SweepResult> {
+  const posture = await postureRead(deps.pool);
+  if (posture.halted) return { requeued: 0, lost: 0, returned: 0, held: true };
+  const out = await withTransaction(deps.pool, async (client) => {
+    const unacked = await leaseRequeueUnacked(client, { limit });
+    for (const l of unacked) {
+      await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt + 1, reason: 'offer not acknowledged by its deadline' });
+    }
+    const { lost, returned } = await leaseExpireDue(client, { limit });
+    const pins = await pinsForRuns(client, [...new Set(lost.filter((l) => l.runScope).map((l) => l.runId))]);
+    for (const l of lost) {
+      const pinnedLost = l.runScope && pins.get(l.runId) === l.runnerId;
+      await deps.hooks.stepFinished(client, {
+        stepId: l.stepId,
+        attempt: l.attempt,
+        status: 'system_error',
+        exitCode: null,
+        cause: pinnedLost ? `${RUNNER_LOST_CAUSE} (pinned runner ${l.runnerId} lost)` : RUNNER_LOST_CAUSE,
+        runnerId: l.runnerId,
+        event: pinnedLost ? 'pinned_runner_lost' : 'runner_lost',
+      });
+    }
+    for (const l of returned) await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt, reason: 'claim expired before delivery' });
+    return { requeued: unacked.length, lost: lost.length, returned: returned.length, held: false };
+  });
+  if (out.lost > 0) {
+    deps.log.warn({ lost: out.lost }, 'leases expired without a result: runner_lost');
+    deps.events.emit('lease:expired', out);
+  }
+  if (out.requeued + out.returned + out.lost > 0) deps.kick();
+  return out;
+}

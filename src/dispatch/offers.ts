@@ -1,0 +1,45 @@
+import type { LeaseRow, OfferDetail } from '../store/leases.js';
+
+/** One offer as the runner protocol carries it (docs/runner-protocol.md). */
+export interface Offer {
+  step_id: number;
+  run_id: number;
+  attempt: number;
+  token: string;
+  step: string;
+  command: string;
+  env: Record<string, string>;
+  timeout_ms: number | null;
+  lease_ttl_ms: number;
+  ack_deadline_ms: number;
+  renew_interval_ms: number;
+  max_parallel_steps: number;
+}
+
+export const RENEW_INTERVAL_MS = 60_000;
+
+/** The ack deadline always falls well inside the lease TTL, so an un-acked offer is re-queued before it could expire. */
+export function ackDeadlineMs(ttlMs: number): number {
+  return Math.max(1_000, Math.min(30_000, Math.floor(ttlMs / 3)));
+}
+
+export function renewIntervalMs(ttlMs: number): number {
+  return Math.max(500, Math.min(RENEW_INTERVAL_MS, Math.floor(ttlMs / 3)));
+}
+
+export function toOffer(lease: LeaseRow, detail: OfferDetail | undefined, ttlMs: number): Offer {
+  return {
+    step_id: lease.stepId,
+    run_id: lease.runId,
+    attempt: lease.attempt,
+    token: lease.token,
+    step: detail?.step ?? String(lease.stepId),
+    command: detail?.command ?? '',
+    env: detail?.env ?? {},
+    timeout_ms: detail?.timeoutMs ?? null,
+    lease_ttl_ms: ttlMs,
+    ack_deadline_ms: ackDeadlineMs(ttlMs),
+    renew_interval_ms: renewIntervalMs(ttlMs),
+    max_parallel_steps: detail?.maxParallelSteps ?? lease.maxParallel,
+  };
+}

@@ -1,0 +1,261 @@
+import type { Pool, PoolClient } from './pool.js';
+
+type Db = Pool | PoolClient;
+
+/** The entry columns a lease row carries so it can go back to the queue unchanged. */
+const ENTRY_COLS = `step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope,
+  max_parallel, site_stamp, ready_at, enqueued_at, position`;
+
+export interface LeaseRef { stepId: number; token: string }
+
+export interface LeaseRow {
+  stepId: number;
+  runId: number;
+  attempt: number;
+  token: string;
+  holder: string;
+  runnerId: string | null;
+  requestId: string | null;
+  load: number;
+  pools: string[];
+  runScope: boolean;
+  maxParallel: number;
+  claimedAt: Date;
+  deliveredAt: Date | null;
+  ackedAt: Date | null;
+  renewedAt: Date | null;
+  expiresAt: Date;
+  executing: boolean;
+}
+
+export const mapLease = (r: any): LeaseRow => ({
+  stepId: Number(r.step_id),
+  runId: Number(r.run_id),
+  attempt: r.attempt,
+  token: String(r.token),
+  holder: r.holder,
+  runnerId: r.runner_id,
+  requestId: r.request_id,
+  load: Number(r.load),
+  pools: r.pools ?? [],
+  runScope: r.run_scope,
+  maxParallel: r.max_parallel,
+  claimedAt: r.claimed_at,
+  deliveredAt: r.delivered_at,
+  ackedAt: r.acked_at,
+  renewedAt: r.renewed_at,
+  expiresAt: r.expires_at,
+  executing: r.executing,
+});
+
+const refs = (items: LeaseRef[]) => [items.map((i) => i.stepId), items.map((i) => i.token)];
+
+export interface DeliverItem { stepId: number; runnerId: string; requestId: string | null }
+
+/**
+ * Moves claimed queue rows into delivered leases in one statement. Runs in the transaction that
+ * locked them with queueClaim, so a crash before commit leaves the queue untouched.
+ */
+export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<LeaseRow[]> {
+  if (p.items.length === 0) return [];
+  const { rows } = await client.query(
+    `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS m(step_id, runner_id, request_id)),
+          d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*)
+     INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_id, ack_deadline, expires_at)
+     SELECT d.step_id, d.run_id, d.shard, d.attempt, d.priority, d.lane, d.fair_key, d.weight, d.pools, d.requirement, d.load,
+            d.run_scope, d.max_parallel, d.site_stamp, d.ready_at, d.enqueued_at, d.position,
+            $4, now(), now(), m.runner_id, m.request_id, now() + $5 * interval '1 millisecond', now() + $6 * interval '1 millisecond'
+       FROM d JOIN m USING (step_id)
+     RETURNING *`,
+    [p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs],
+  );
+  return rows.map(mapLease);
+}
+
+/** Leases handed to this runner under this acquire request id and not yet acked (a retried acquire). */
+export async function leaseByRequest(db: Db, p: { runnerId: string; requestId: string }): Promise<LeaseRow[]> {
+  const { rows } = await db.query(
+    `SELECT * FROM scheduler_job_leases WHERE runner_id = $1 AND request_id = $2 AND acked_at IS NULL ORDER BY position`,
+    [p.runnerId, p.requestId],
+  );
+  return rows.map(mapLease);
+}
+
+/** Ack: the offer reached the runner. Extends the expiry (TTL counts from the last ack/renewal). */
+export async function leaseAck(db: Db, p: { runnerId: string; ttlMs: number; items: LeaseRef[] }): Promise<Set<number>> {
+  if (p.items.length === 0) return new Set();
+  const { rows } = await db.query(
+    `UPDATE scheduler_job_leases l SET acked_at = coalesce(l.acked_at, now()), expires_at = now() + $4 * interval '1 millisecond'
+       FROM unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
+      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = $3
+      RETURNING l.step_id`,
+    [...refs(p.items), p.runnerId, p.ttlMs],
+  );
+  return new Set(rows.map((r) => Number(r.step_id)));
+}
+
+/** Renew: extends the expiry and records that the runner is executing. Fenced by token alone. */
+export async function leaseRenew(db: Db, p: { runnerId: string; ttlMs: number; items: LeaseRef[] }): Promise<Set<number>> {
+  if (p.items.length === 0) return new Set();
+  const { rows } = await db.query(
+    `UPDATE scheduler_job_leases l
+        SET renewed_at = now(), executing = true, acked_at = coalesce(l.acked_at, now()),
+            expires_at = now() + $4 * interval '1 millisecond'
+       FROM unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
+      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = $3
+      RETURNING l.step_id`,
+    [...refs(p.items), p.runnerId, p.ttlMs],
+  );
+  return new Set(rows.map((r) => Number(r.step_id)));
+}
+
+/** The live lease this token fences, or undefined (stale, revoked, or another runner's). */
+export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; token: string }): Promise<LeaseRow | undefined> {
+  const { rows } = await db.query(`SELECT * FROM scheduler_job_leases WHERE step_id = $1 AND token = $2 AND runner_id = $3`, [p.stepId, p.token, p.runnerId]);
+  return rows[0] ? mapLease(rows[0]) : undefined;
+}
+
+/**
+ * Ends leases whose tokens match: deletes them, records (step, attempt, token) done and drops
+ * their pool holds. Returns the ended leases; the caller reports them to the orchestrator in the
+ * same transaction.
+ */
+export async function leaseComplete(client: PoolClient, p: { runnerId: string; items: LeaseRef[] }): Promise<LeaseRow[]> {
+  if (p.items.length === 0) return [];
+  const { rows } = await client.query(
+    `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
+                 WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = $3 RETURNING l.*),
+          done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
+                   SELECT step_id, attempt, token, runner_id FROM d ON CONFLICT DO NOTHING),
+          holds AS (DELETE FROM pool_holds h USING d WHERE h.step_id = d.step_id)
+     SELECT * FROM d`,
+    [...refs(p.items), p.runnerId],
+  );
+  return rows.map(mapLease);
+}
+
+/** Which of these (step, token) pairs were already completed with that very token (a repeated completion). */
+export async function doneByToken(db: Db, items: LeaseRef[]): Promise<Set<number>> {
+  if (items.length === 0) return new Set();
+  const { rows } = await db.query(
+    `SELECT d.step_id FROM scheduler_done d JOIN unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
+       ON d.step_id = m.step_id AND d.token = m.token`,
+    refs(items),
+  );
+  return new Set(rows.map((r) => Number(r.step_id)));
+}
+
+/**
+ * Puts leases back on the queue at their original position: at the same attempt when nothing
+ * external saw them (a cancelled acquire, an unexposed claim), or as the next attempt when a
+ * runner may have (release, an offer never acked). Pool holds are dropped. Selection is by
+ * (step, token) refs, optionally restricted to one runner.
+ */
+export async function leaseReturn(client: PoolClient, p: { items: LeaseRef[]; runnerId?: string; newAttempt: boolean }): Promise<LeaseRow[]> {
+  if (p.items.length === 0) return [];
+  const { rows } = await client.query(
+    `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
+                 WHERE l.step_id = m.step_id AND l.token = m.token AND ($3::text IS NULL OR l.runner_id = $3) RETURNING l.*),
+          holds AS (DELETE FROM pool_holds h USING d WHERE h.step_id = d.step_id),
+          q AS (INSERT INTO queue_ready (${ENTRY_COLS})
+                SELECT step_id, run_id, shard, attempt + $4, priority, lane, fair_key, weight, pools, requirement, load, run_scope,
+                       max_parallel, site_stamp, ready_at, enqueued_at, position FROM d
+                ON CONFLICT (step_id) DO NOTHING)
+     SELECT * FROM d`,
+    [...refs(p.items), p.runnerId ?? null, p.newAttempt ? 1 : 0],
+  );
+  return rows.map(mapLease);
+}
+
+/** Delivered offers nobody acked by their deadline: back on the queue as the next attempt. */
+export async function leaseRequeueUnacked(client: PoolClient, p: { limit: number }): Promise<LeaseRow[]> {
+  const { rows: due } = await client.query(
+    `SELECT step_id, token FROM scheduler_job_leases
+      WHERE acked_at IS NULL AND ack_deadline IS NOT NULL AND ack_deadline < now()
+      ORDER BY ack_deadline LIMIT $1 FOR UPDATE SKIP LOCKED`,
+    [p.limit],
+  );
+  return leaseReturn(client, { items: due.map((r) => ({ stepId: Number(r.step_id), token: String(r.token) })), newAttempt: true });
+}
+
+/**
+ * Delivered leases past their expiry: the runner went silent. Fenced (deleted), recorded done so
+ * a late completion or a repeat enqueue of that attempt changes nothing, pool holds dropped.
+ * Undelivered leases past expiry go back to the queue at their original attempt instead.
+ */
+export async function leaseExpireDue(client: PoolClient, p: { limit: number }): Promise<{ lost: LeaseRow[]; returned: LeaseRow[] }> {
+  const { rows: due } = await client.query(
+    `SELECT step_id, token, delivered_at IS NOT NULL AS delivered FROM scheduler_job_leases
+      WHERE expires_at < now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
+    [p.limit],
+  );
+  const delivered = due.filter((r) => r.delivered).map((r) => ({ stepId: Number(r.step_id), token: String(r.token) }));
+  const undelivered = due.filter((r) => !r.delivered).map((r) => ({ stepId: Number(r.step_id), token: String(r.token) }));
+  let lost: LeaseRow[] = [];
+  if (delivered.length > 0) {
+    const { rows } = await client.query(
+      `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
+                   WHERE l.step_id = m.step_id AND l.token = m.token RETURNING l.*),
+            done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
+                     SELECT step_id, attempt, NULL, runner_id FROM d ON CONFLICT DO NOTHING),
+            holds AS (DELETE FROM pool_holds h USING d WHERE h.step_id = d.step_id)
+       SELECT * FROM d`,
+      refs(delivered),
+    );
+    lost = rows.map(mapLease);
+  }
+  const returned = await leaseReturn(client, { items: undelivered, newAttempt: false });
+  return { lost, returned };
+}
+
+/** run id → runner id of the pins among these runs. */
+export async function pinsForRuns(db: Db, runIds: number[]): Promise<Map<number, string>> {
+  const out = new Map<number, string>();
+  if (runIds.length === 0) return out;
+  const { rows } = await db.query(`SELECT run_id, runner_id FROM scheduler_run_pins WHERE run_id = ANY($1::bigint[])`, [runIds]);
+  for (const r of rows) out.set(Number(r.run_id), r.runner_id);
+  return out;
+}
+
+/** Writes pins before the deliveries that create them; an existing pin is never re-pointed. */
+export async function pinsCreate(client: PoolClient, pins: Array<{ runId: number; runnerId: string }>): Promise<void> {
+  if (pins.length === 0) return;
+  await client.query(
+    `INSERT INTO scheduler_run_pins (run_id, runner_id) SELECT * FROM unnest($1::bigint[], $2::text[]) ON CONFLICT (run_id) DO NOTHING`,
+    [pins.map((p) => p.runId), pins.map((p) => p.runnerId)],
+  );
+}
+
+/** run id → number of its steps out on leases now. */
+export async function leasesOutstandingByRun(db: Db, runIds: number[]): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  if (runIds.length === 0) return out;
+  const { rows } = await db.query(`SELECT run_id, count(*)::int AS n FROM scheduler_job_leases WHERE run_id = ANY($1::bigint[]) GROUP BY run_id`, [runIds]);
+  for (const r of rows) out.set(Number(r.run_id), r.n);
+  return out;
+}
+
+export interface OfferDetail {
+  stepId: number;
+  runId: number;
+  step: string;
+  command: string;
+  env: Record<string, string>;
+  timeoutMs: number | null;
+  maxParallelSteps: number;
+}
+
+/** What a runner needs to execute delivered steps: command, merged env (run, then step), timeout. */
+export async function offerDetails(db: Db, stepIds: number[]): Promise<Map<number, OfferDetail>> {
+  const out = new Map<number, OfferDetail>();
+  if (stepIds.length === 0) return out;
+  const { rows } = await db.query(
+    `SELECT s.id, s.run_id, s.name, s.command, r.env || s.env AS env, s.timeout_ms, r.max_parallel_steps
+       FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1::bigint[])`,
+    [stepIds],
+  );
+  for (const r of rows) {
+    out.set(Number(r.id), { stepId: Number(r.id), runId: Number(r.run_id), step: r.name, command: r.command, env: r.env ?? {}, timeoutMs: r.timeout_ms, maxParallelSteps: r.max_parallel_steps });
+  }
+  return out;
+}

@@ -1,0 +1,54 @@
+import pg from 'pg';
+
+export interface Listener { stop(): Promise<void> }
+
+/**
+ * LISTEN on a channel over a dedicated connection, reconnecting after any failure, so
+ * notifications from other processes (a CLI submit, another replica) wake this one at once.
+ */
+export function listenChannel(connectionString: string, channel: string, onNotify: () => void, onError: (err: Error) => void): Listener {
+  let stopped = false;
+  let client: pg.Client | undefined;
+  let retry: NodeJS.Timeout | undefined;
+  const connect = async () => {
+    if (stopped) return;
+    const c = new pg.Client({ connectionString, connectionTimeoutMillis: 5_000, keepAlive: true, application_name: 'opschain-listen' });
+    client = c;
+    c.on('notification', () => onNotify());
+    c.on('error', (err) => {
+      onError(err);
+      schedule();
+    });
+    c.on('end', () => schedule());
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      // Anything enqueued while we were away is picked up by this wake-up.
+      onNotify();
+    } catch (err) {
+      onError(err as Error);
+      schedule();
+    }
+  };
+  const schedule = () => {
+    if (stopped || retry) return;
+    client?.removeAllListeners('end');
+    client?.end().catch(() => {});
+    client = undefined;
+    retry = setTimeout(() => {
+      retry = undefined;
+      void connect();
+    }, 1_000);
+  };
+  void connect();
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(retry);
+      const c = client;
+      client = undefined;
+      c?.removeAllListeners('end');
+      await c?.end().catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,245 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
+import { dispatchFeature } from '../../src/dispatch/feature.js';
+import { expireOnce, FENCED, RUNNER_LOST_CAUSE } from '../../src/dispatch/lifecycle.js';
+import type { OrchestratorHooks, StepOutcome } from '../../src/orchestrator/contract.js';
+import type { ServerHandle } from '../../src/server.js';
+import { tokenCreate } from '../../src/store/tokens.js';
+import { useTestDatabase, waitFor } from '../support/db.js';
+import { TestRunner } from '../support/runner-client.js';
+import { seedRun } from '../support/seed.js';
+import { startTestServer } from '../support/server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+import { withHostPort } from '../support/urls.js';
+
+/** Records what the lease lifecycle reports; the orchestrator proper is tested on its own. */
+class RecordingHooks implements OrchestratorHooks {
+  started: Array<{ stepId: number; attempt: number; runnerId: string }> = [];
+  finished: StepOutcome[] = [];
+  requeued: Array<{ stepId: number; fromAttempt: number; toAttempt: number; reason: string }> = [];
+  async stepStarted(_c: unknown, p: { stepId: number; attempt: number; runnerId: string }) {
+    this.started.push(p);
+  }
+  async stepFinished(_c: unknown, o: StepOutcome) {
+    this.finished.push(o);
+  }
+  async stepRequeued(_c: unknown, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string }) {
+    this.requeued.push(p);
+  }
+  reset() {
+    this.started = [];
+    this.finished = [];
+    this.requeued = [];
+  }
+}
+
+describe('the lease lifecycle over the runner protocol', () => {
+  const db = useTestDatabase();
+  const hooks = new RecordingHooks();
+  let proxy: TcpProxy;
+  let server: ServerHandle;
+  let regToken: string;
+
+  beforeAll(async () => {
+    const u = new URL(db.current.url);
+    proxy = new TcpProxy(u.hostname, Number(u.port || 5432));
+    const port = await proxy.start();
+    server = await startTestServer(withHostPort(db.current.url, '127.0.0.1', port), {
+      features: [dispatchFeature({ hooks })],
+      config: { leaseTtlMs: 3_000, pollWindowMs: 10_000 },
+    });
+    regToken = (await tokenCreate(db.current.pool, { kind: 'registration', name: 't' })).secret;
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await proxy?.stop();
+  });
+  beforeEach(async () => {
+    hooks.reset();
+    await db.current.pool.query('TRUNCATE queue_ready, scheduler_job_leases, scheduler_done, pool_holds, scheduler_run_pins');
+  });
+
+  const runner = () => new TestRunner(server.url).register(regToken);
+
+  it('refuses a bad registration token and bad bodies, naming the field', async () => {
+    const r = new TestRunner(server.url);
+    expect((await r.call('register', { registration_token: 'ocreg_nope', name: 'x' }, { auth: false })).status).toBe(401);
+    const bad = await r.call('register', { registration_token: regToken }, { auth: false });
+    expect(bad).toEqual({ status: 400, body: { error: 'name: required' } });
+    const ok = await runner();
+    const badAcquire = await ok.call('acquire', { request_id: 'a', max_offers: 500 });
+    expect(badAcquire.status).toBe(400);
+    expect(badAcquire.body.error).toMatch(/^max_offers: /);
+    const unknown = await ok.call('complete', { completions: [{ step_id: 1, token: '1', exit_code: 0, extra: 1 }] });
+    expect(unknown).toEqual({ status: 400, body: { error: 'completions.0.extra: unknown field' } });
+    const noCred = await new TestRunner(server.url).call('acquire', { request_id: 'a' });
+    expect(noCred).toEqual({ status: 401, body: { error: 'credential invalid' } });
+    const { rows } = await db.current.pool.query('SELECT count(*)::int AS n FROM runners');
+    expect(rows[0].n).toBe(1);
+  });
+
+  it('answers an empty poll with 204 when its window passes', async () => {
+    const r = await runner();
+    expect((await r.acquire({ wait_ms: 100 })).status).toBe(204);
+  });
+
+  it('delivers to a parked acquire as soon as work is enqueued, then ack, renew, complete once', async () => {
+    const r = await runner();
+    const pending = r.acquire({ wait_ms: 8_000 });
+    await waitFor(() => server.ctx.dispatch!.registry.size === 1, { what: 'acquire parked' });
+    const { runId, stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'build', command: 'make build', env: { A: 'step' } }], env: { A: 'run', B: 'run' } });
+    const res = await pending;
+    expect(res.status).toBe(200);
+    const [offer] = res.body.offers;
+    expect(offer).toMatchObject({ step_id: stepIds[0], run_id: runId, attempt: 1, step: 'build', command: 'make build', env: { A: 'step', B: 'run' }, lease_ttl_ms: 3000 });
+    expect(offer.ack_deadline_ms).toBeLessThan(3000);
+    expect(hooks.started).toEqual([{ stepId: stepIds[0], attempt: 1, runnerId: r.runnerId }]);
+    const ref = { step_id: offer.step_id, token: offer.token };
+    expect((await r.call('ack', { leases: [ref] })).body.results).toEqual([{ step_id: offer.step_id, ok: true }]);
+    expect((await r.call('renew', { leases: [ref] })).body.results).toEqual([{ step_id: offer.step_id, ok: true }]);
+    expect((await r.call('logs', { ...ref, chunks: [{ stream: 'stdout', text: 'hello\n' }] })).status).toBe(200);
+    const done = await r.call('complete', { completions: [{ ...ref, exit_code: 0 }] });
+    expect(done.body.results).toEqual([{ step_id: offer.step_id, ok: true }]);
+    const again = await r.call('complete', { completions: [{ ...ref, exit_code: 0 }] });
+    expect(again.body.results).toEqual([{ step_id: offer.step_id, ok: true }]);
+    expect(hooks.finished).toHaveLength(1);
+    expect(hooks.finished[0]).toMatchObject({ stepId: offer.step_id, attempt: 1, status: 'succeeded', exitCode: 0 });
+    const { rows } = await db.current.pool.query('SELECT count(*)::int AS n FROM scheduler_done WHERE step_id = $1', [offer.step_id]);
+    expect(rows[0].n).toBe(1);
+    const logs = await db.current.pool.query('SELECT chunk FROM step_logs WHERE step_id = $1', [offer.step_id]);
+    expect(logs.rows.map((x) => x.chunk).join('')).toContain('hello');
+  });
+
+  it('fences a stale token on renew, logs and complete with the exact verdict', async () => {
+    const r = await runner();
+    await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
+    const { body } = await r.acquire();
+    const stale = { step_id: body.offers[0].step_id, token: String(Number(body.offers[0].token) + 1000) };
+    expect((await r.call('renew', { leases: [stale] })).body.results[0]).toEqual({ step_id: stale.step_id, ok: false, status: 409, error: FENCED });
+    expect(await r.call('logs', { ...stale, chunks: [] })).toEqual({ status: 409, body: { error: FENCED } });
+    expect((await r.call('complete', { completions: [{ ...stale, exit_code: 0 }] })).body.results[0].error).toBe(FENCED);
+    expect(hooks.finished).toHaveLength(0);
+    const other = await runner();
+    const real = { step_id: body.offers[0].step_id, token: body.offers[0].token };
+    expect((await other.call('renew', { leases: [real] })).body.results[0].error).toBe(FENCED);
+  });
+
+  it('enqueue of the same step and attempt twice queues once', async () => {
+    const { stepIds, runId } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
+    const { queueEnqueue } = await import('../../src/store/queue.js');
+    const again = await queueEnqueue(db.current.pool, [{ stepId: stepIds[0], runId, attempt: 1, priority: 0, lane: 2, fairKey: 'default', weight: 1, pools: [], requirement: null, load: 1, runScope: false, maxParallel: 1, siteStamp: null }]);
+    expect(again).toEqual([]);
+    const { rows } = await db.current.pool.query('SELECT count(*)::int AS n FROM queue_ready');
+    expect(rows[0].n).toBe(1);
+  });
+
+  it('hands several offers to one call that asks for them', async () => {
+    const r = await runner();
+    await seedRun(db.current.pool, { steps: [1, 2, 3, 4, 5].map((i) => ({ name: `s${i}` })) });
+    const res = await r.acquire({ max_offers: 3 });
+    expect(res.body.offers).toHaveLength(3);
+    expect(new Set(res.body.offers.map((o: { step_id: number }) => o.step_id)).size).toBe(3);
+  });
+
+  it('answers a retried acquire with the same offers', async () => {
+    const r = await runner();
+    await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
+    const first = await r.acquire({ request_id: 'lost-answer' });
+    const retry = await r.acquire({ request_id: 'lost-answer', wait_ms: 200 });
+    expect(retry.status).toBe(200);
+    expect(retry.body.offers).toEqual(first.body.offers);
+  });
+
+  it('re-queues an offer nobody acked as the next attempt, at its original position', async () => {
+    const r = await runner();
+    const { stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
+    const { rows: before } = await db.current.pool.query('SELECT position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
+    await r.acquire();
+    await db.current.pool.query(`UPDATE scheduler_job_leases SET ack_deadline = now() - interval '1 second'`);
+    const sweep = await expireOnce(server.ctx.dispatch!);
+    expect(sweep.requeued).toBe(1);
+    const { rows } = await db.current.pool.query('SELECT attempt, position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
+    expect(rows).toEqual([{ attempt: 2, position: before[0].position }]);
+    expect(hooks.requeued).toEqual([expect.objectContaining({ stepId: stepIds[0], fromAttempt: 1, toAttempt: 2 })]);
+  });
+
+  it('fails a silent runner\'s attempt as runner_lost after its TTL; its late completion is fenced', async () => {
+    const r = await runner();
+    const { stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
+    const { body } = await r.acquire();
+    const ref = { step_id: body.offers[0].step_id, token: body.offers[0].token };
+    await r.call('ack', { leases: [ref] });
+    expect((await expireOnce(server.ctx.dispatch!)).lost).toBe(0);
+    await db.current.pool.query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second'`);
+    const sweep = await expireOnce(server.ctx.dispatch!);
+    expect(sweep.lost).toBe(1);
+    expect(hooks.finished).toEqual([expect.objectContaining({ stepId: stepIds[0], attempt: 1, status: 'system_error', cause: RUNNER_LOST_CAUSE, event: 'runner_lost' })]);
+    expect((await r.call('complete', { completions: [{ ...ref, exit_code: 0 }] })).body.results[0].error).toBe(FENCED);
+    expect(hooks.finished).toHaveLength(1);
+    expect((await db.current.pool.query('SELECT count(*)::int AS n FROM queue_ready')).rows[0].n).toBe(0);
+  });
+
+  it('holds the expiry sweep during a platform halt', async () => {
+    const r = await runner();
+    await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
+    await r.acquire();
+    await db.current.pool.query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second', acked_at = now()`);
+    await db.current.pool.query(`UPDATE fleet_posture SET halted = true`);
+    try {
+      expect((await expireOnce(server.ctx.dispatch!)).held).toBe(true);
+      expect((await db.current.pool.query('SELECT count(*)::int AS n FROM scheduler_job_leases')).rows[0].n).toBe(1);
+    } finally {
+      await db.current.pool.query(`UPDATE fleet_posture SET halted = false`);
+    }
+  });
+
+  it('release puts the step back as the next attempt', async () => {
+    const r = await runner();
+    const { stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
+    const { body } = await r.acquire();
+    const res = await r.call('release', { leases: [{ step_id: body.offers[0].step_id, token: body.offers[0].token, reason: 'shutting down' }] });
+    expect(res.body.results[0].ok).toBe(true);
+    expect((await db.current.pool.query('SELECT attempt FROM queue_ready WHERE step_id = $1', [stepIds[0]])).rows).toEqual([{ attempt: 2 }]);
+  });
+
+  it('an acquire that went away before its offer was sent hands the claim back at its attempt and position', async () => {
+    const r = await runner();
+    const { stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
+    const { rows: before } = await db.current.pool.query('SELECT position FROM queue_ready');
+    const { rows: runnerRows } = await db.current.pool.query('SELECT * FROM runners WHERE id = $1', [r.runnerId]);
+    const { mapRunner } = await import('../../src/store/runners.js');
+    const deps = server.ctx.dispatch!;
+    // A call that is snapshotted by the tick but settles (client gone) before the answer.
+    const { acquire } = deps.registry.park({ runner: mapRunner(runnerRows[0]), requestId: 'gone', slots: 1, onlyRunId: null, parkedAt: Date.now() }, 5_000);
+    const realDeliver = acquire.deliver;
+    acquire.deliver = () => {
+      realDeliver([]);
+      return false;
+    };
+    const tick = await dispatchOnce(deps);
+    expect(tick.delivered).toBe(1);
+    await waitFor(async () => (await db.current.pool.query('SELECT attempt, position FROM queue_ready WHERE step_id = $1', [stepIds[0]])).rows[0], { what: 'claim handed back' });
+    expect((await db.current.pool.query('SELECT attempt, position FROM queue_ready')).rows).toEqual([{ attempt: 1, position: before[0].position }]);
+  });
+
+  it('answers 503 store unavailable while the store hangs, and the lease survives', async () => {
+    const r = await runner();
+    await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
+    const { body } = await r.acquire();
+    const ref = { step_id: body.offers[0].step_id, token: body.offers[0].token };
+    await r.call('ack', { leases: [ref] });
+    proxy.refuse();
+    try {
+      const res = await r.call('renew', { leases: [ref] });
+      expect(res.status).toBe(503);
+      expect(res.body.error).toMatch(/^store unavailable: .+ \(this server's readiness check 'store' is failing; retry\)$/);
+    } finally {
+      proxy.heal();
+    }
+    const back = await waitFor(async () => {
+      const res = await r.call('renew', { leases: [ref] });
+      return res.status === 200 ? res : undefined;
+    }, { what: 'renew after the store returns' });
+    expect(back!.body.results[0].ok).toBe(true);
+  });
+});
