@@ -4,13 +4,12 @@ import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from './clock.js';
 import type { ServerConfig } from './config.js';
-import { heartbeatOnce } from './coordination/heartbeat.js';
 import { clearServerRecord, readLocalSecret, writeLocalSecret, writeServerRecord } from './home.js';
 import { createHttpServer } from './api/http.js';
 import { Readiness, storeCheck } from './api/readiness.js';
 import type { DispatchDeps } from './dispatch/deps.js';
 import type { Logger } from './logger.js';
-import { startLoop, type LoopHandle } from './loop.js';
+import type { LoopHandle } from './loop.js';
 import { startEmbeddedStore, type EmbeddedStore } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
 import { createPool, type Pool } from './store/pool.js';
@@ -24,12 +23,14 @@ export interface ShardOwnership {
   isLeader(): boolean;
   /** Sites that have at least one live, unquiesced replica. */
   liveSites(): Set<string>;
+  /** False while this replica is quiesced: it claims nothing and answers parked polls empty. */
+  inMembership(): boolean;
 }
 
 /** A lone replica before coordination runs: owns every shard. */
 export function soleOwnership(): ShardOwnership {
   const all = Array.from({ length: 64 }, (_, i) => i);
-  return { owned: () => all, isLeader: () => true, liveSites: () => new Set() };
+  return { owned: () => all, isLeader: () => true, liveSites: () => new Set(), inMembership: () => true };
 }
 
 /** Everything a feature of one replica needs; features register routes and loops through it. */
@@ -104,7 +105,6 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     const app = createHttpServer({ log, readiness, version: VERSION, replicaId });
     const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], ownership: soleOwnership(), databaseUrl, onStop: [] };
     ctx.events.setMaxListeners(0);
-    ctx.loops.push(startLoop({ name: 'heartbeat', clock, log, once: () => heartbeatOnce({ pool, replicaId }) }));
     for (const feature of opts.features ?? []) await feature(ctx);
 
     await app.listen({ port: config.port, host: config.host });

@@ -1,4 +1,4 @@
-import type { Pool } from './pool.js';
+import type { Pool, PoolClient } from './pool.js';
 
 export interface ReplicaRow {
   id: string;
@@ -34,8 +34,21 @@ export async function replicaRegister(pool: Pool, p: { id: string; host: string;
   );
 }
 
-export async function replicaHeartbeat(pool: Pool, id: string): Promise<void> {
-  await pool.query(`UPDATE replicas SET heartbeat_at = now() WHERE id = $1 AND stopped_at IS NULL`, [id]);
+/** Refreshes this replica's heartbeat; returns whether it is quiesced, or undefined when its row is gone or stopped. */
+export async function replicaHeartbeat(pool: Pool, id: string): Promise<{ quiesced: boolean } | undefined> {
+  const { rows } = await pool.query(`UPDATE replicas SET heartbeat_at = now() WHERE id = $1 AND stopped_at IS NULL RETURNING quiesced`, [id]);
+  return rows[0] ? { quiesced: rows[0].quiesced } : undefined;
+}
+
+/** Takes a replica out of (or back into) the membership while it keeps running; undefined when no such replica. */
+export async function replicaSetQuiesced(pool: Pool | PoolClient, p: { id: string; quiesced: boolean }): Promise<{ row: ReplicaRow; changed: boolean } | undefined> {
+  const { rows } = await pool.query(
+    `WITH before AS (SELECT id, quiesced FROM replicas WHERE id = $1 FOR UPDATE)
+     UPDATE replicas r SET quiesced = $2 FROM before b WHERE r.id = b.id
+     RETURNING r.*, b.quiesced AS was_quiesced, (extract(epoch FROM now() - r.heartbeat_at) * 1000)::bigint AS heartbeat_age_ms`,
+    [p.id, p.quiesced],
+  );
+  return rows[0] ? { row: mapReplica(rows[0]), changed: rows[0].was_quiesced !== p.quiesced } : undefined;
 }
 
 export async function replicaSetAddress(pool: Pool, id: string, httpAddress: string): Promise<void> {
@@ -48,7 +61,7 @@ export async function replicaStop(pool: Pool, id: string): Promise<void> {
   await pool.query(`DELETE FROM coordination_leases WHERE holder = $1`, [id]);
 }
 
-export async function replicaList(pool: Pool): Promise<ReplicaRow[]> {
+export async function replicaList(pool: Pool | PoolClient): Promise<ReplicaRow[]> {
   const { rows } = await pool.query(
     `SELECT *, (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint AS heartbeat_age_ms
        FROM replicas ORDER BY started_at, id`,

@@ -1,0 +1,81 @@
+import { SHARD_COUNT } from '../core/entry.js';
+import { coordinationLeaseList, fleetPostureRead, LEADER_LEASE, shardOfLeaseName, storeNow, type FleetPosture } from '../store/coordination.js';
+import type { Pool, PoolClient } from '../store/pool.js';
+import { replicaList } from '../store/replicas.js';
+import { DEFAULT_TIMING } from './coordinator.js';
+
+export type ReplicaState = 'live' | 'dead' | 'quiesced' | 'stopped';
+
+export interface ReplicaStatus {
+  id: string;
+  host: string;
+  site: string | null;
+  version: string;
+  httpAddress: string | null;
+  startedAt: string;
+  heartbeatAt: string;
+  heartbeatAgeMs: number;
+  state: ReplicaState;
+  /** Shards whose lease this replica holds now, ascending. */
+  shards: number[];
+  leader: boolean;
+}
+
+export interface AdminStatus {
+  /** The database clock at the time of the read. */
+  at: string;
+  replicas: ReplicaStatus[];
+  leader: { replicaId: string; token: number; since: string; expiresAt: string } | null;
+  shards: { total: number; owned: number; unowned: number[] };
+  postures: { quiesced: boolean; halted: boolean; reason: string | null; actor: string | null; since: string };
+  stalenessMs: number;
+}
+
+/** State precedence: a clean stop is final; a silent replica is dead even if it was quiesced. */
+export function replicaState(r: { stoppedAt: Date | null; quiesced: boolean; heartbeatAgeMs: number }, stalenessMs: number): ReplicaState {
+  if (r.stoppedAt) return 'stopped';
+  if (r.heartbeatAgeMs > stalenessMs) return 'dead';
+  if (r.quiesced) return 'quiesced';
+  return 'live';
+}
+
+/** Every replica with its state and shards, the leader, the fleet postures (a handful of reads, no locks). */
+export async function adminStatusRead(db: Pool | PoolClient, p: { stalenessMs?: number } = {}): Promise<AdminStatus> {
+  const stalenessMs = p.stalenessMs ?? DEFAULT_TIMING.stalenessMs;
+  const [at, replicas, leases, posture] = await Promise.all([storeNow(db), replicaList(db), coordinationLeaseList(db), fleetPostureRead(db)]);
+  const shardsBy = new Map<string, number[]>();
+  const ownedShards = new Set<number>();
+  for (const l of leases) {
+    const s = shardOfLeaseName(l.name);
+    if (s === undefined) continue;
+    ownedShards.add(s);
+    shardsBy.set(l.holder, [...(shardsBy.get(l.holder) ?? []), s]);
+  }
+  const leaderLease = leases.find((l) => l.name === LEADER_LEASE);
+  return {
+    at: at.toISOString(),
+    replicas: replicas.map((r) => ({
+      id: r.id,
+      host: r.host,
+      site: r.site,
+      version: r.version,
+      httpAddress: r.httpAddress,
+      startedAt: r.startedAt.toISOString(),
+      heartbeatAt: r.heartbeatAt.toISOString(),
+      heartbeatAgeMs: Math.max(0, r.heartbeatAgeMs),
+      state: replicaState(r, stalenessMs),
+      shards: (shardsBy.get(r.id) ?? []).sort((a, b) => a - b),
+      leader: leaderLease?.holder === r.id,
+    })),
+    leader: leaderLease
+      ? { replicaId: leaderLease.holder, token: leaderLease.token, since: leaderLease.acquiredAt.toISOString(), expiresAt: leaderLease.expiresAt.toISOString() }
+      : null,
+    shards: { total: SHARD_COUNT, owned: ownedShards.size, unowned: Array.from({ length: SHARD_COUNT }, (_, i) => i).filter((s) => !ownedShards.has(s)) },
+    postures: postureJson(posture),
+    stalenessMs,
+  };
+}
+
+function postureJson(p: FleetPosture): AdminStatus['postures'] {
+  return { quiesced: p.quiesced, halted: p.halted, reason: p.reason, actor: p.actor, since: p.since.toISOString() };
+}

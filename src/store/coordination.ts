@@ -1,0 +1,129 @@
+import type { Pool, PoolClient } from './pool.js';
+
+type Db = Pool | PoolClient;
+
+export const LEADER_LEASE = 'cron-leader';
+export const shardLeaseName = (shard: number): string => `shard:${shard}`;
+
+/** The shard number of a `shard:N` lease name, or undefined for any other lease. */
+export function shardOfLeaseName(name: string): number | undefined {
+  const m = /^shard:(\d+)$/.exec(name);
+  return m ? Number(m[1]) : undefined;
+}
+
+export interface CoordinationLease {
+  name: string;
+  holder: string;
+  /** Fencing token: changes whenever the lease changes hands, kept across renewals. */
+  token: number;
+  acquiredAt: Date;
+  expiresAt: Date;
+}
+
+const mapLease = (r: any): CoordinationLease => ({
+  name: r.name,
+  holder: r.holder,
+  token: Number(r.token),
+  acquiredAt: r.acquired_at,
+  expiresAt: r.expires_at,
+});
+
+/**
+ * Takes or renews named leases in one conditional statement judged by the database clock: a
+ * name is granted when it is free, expired, or already held by `holder`. Returns only the names
+ * granted. A lease that changes hands gets a fresh token from coordination_token_seq; a renewal
+ * keeps its token, so a token names one uninterrupted tenure. Names are processed in the order
+ * given, so callers that all pass them sorted can never deadlock each other.
+ */
+export async function coordinationLeaseAcquire(db: Db, p: { names: string[]; holder: string; ttlMs: number }): Promise<CoordinationLease[]> {
+  if (p.names.length === 0) return [];
+  const { rows } = await db.query(
+    `INSERT INTO coordination_leases AS l (name, holder, token, acquired_at, expires_at)
+     SELECT n.name, $2, nextval('coordination_token_seq'), now(), now() + $3 * interval '1 millisecond'
+       FROM unnest($1::text[]) WITH ORDINALITY AS n(name, ord)
+      ORDER BY n.ord
+     ON CONFLICT (name) DO UPDATE
+        SET holder = EXCLUDED.holder,
+            token = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > now() THEN l.token ELSE EXCLUDED.token END,
+            acquired_at = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > now() THEN l.acquired_at ELSE now() END,
+            expires_at = EXCLUDED.expires_at
+      WHERE l.holder = EXCLUDED.holder OR l.expires_at <= now()
+     RETURNING l.*`,
+    [p.names, p.holder, p.ttlMs],
+  );
+  return rows.map(mapLease);
+}
+
+/** Gives up named leases this holder holds (a lease another holder took meanwhile is left alone). */
+export async function coordinationLeaseRelease(db: Db, p: { names: string[]; holder: string }): Promise<string[]> {
+  if (p.names.length === 0) return [];
+  const { rows } = await db.query(`DELETE FROM coordination_leases WHERE holder = $1 AND name = ANY($2::text[]) RETURNING name`, [p.holder, p.names]);
+  return rows.map((r) => r.name as string);
+}
+
+/** Every lease still valid by the database clock. */
+export async function coordinationLeaseList(db: Db): Promise<CoordinationLease[]> {
+  const { rows } = await db.query(`SELECT * FROM coordination_leases WHERE expires_at > now() ORDER BY name`);
+  return rows.map(mapLease);
+}
+
+export interface Member {
+  id: string;
+  site: string | null;
+}
+
+/**
+ * The live membership: heartbeat younger than the staleness window, not stopped, not quiesced.
+ * A quiesced replica keeps heartbeating (and serving HTTP) but owns nothing.
+ */
+export async function membershipLive(db: Db, p: { stalenessMs: number }): Promise<Member[]> {
+  const { rows } = await db.query(
+    `SELECT id, site FROM replicas
+      WHERE stopped_at IS NULL AND NOT quiesced AND heartbeat_at > now() - $1 * interval '1 millisecond'
+      ORDER BY id`,
+    [p.stalenessMs],
+  );
+  return rows.map((r) => ({ id: r.id, site: r.site }));
+}
+
+/**
+ * Deletes membership rows whose heartbeat is older than the retention, except any still named
+ * as holder of a valid coordination lease. Returns the ids reaped.
+ */
+export async function replicaReap(db: Db, p: { retentionMs: number }): Promise<string[]> {
+  const { rows } = await db.query(
+    `DELETE FROM replicas r
+      WHERE r.heartbeat_at < now() - $1 * interval '1 millisecond'
+        AND NOT EXISTS (SELECT 1 FROM coordination_leases c WHERE c.holder = r.id AND c.expires_at > now())
+     RETURNING r.id`,
+    [p.retentionMs],
+  );
+  return rows.map((r) => r.id as string);
+}
+
+/** Ages out enqueue-idempotency bookkeeping; returns how many rows went. */
+export async function schedulerDonePrune(db: Db, p: { retentionDays: number }): Promise<number> {
+  const { rowCount } = await db.query(`DELETE FROM scheduler_done WHERE done_at < now() - $1 * interval '1 day'`, [p.retentionDays]);
+  return rowCount ?? 0;
+}
+
+export interface FleetPosture {
+  quiesced: boolean;
+  halted: boolean;
+  reason: string | null;
+  actor: string | null;
+  since: Date;
+}
+
+/** The one durable posture row every replica reads. */
+export async function fleetPostureRead(db: Db): Promise<FleetPosture> {
+  const { rows } = await db.query(`SELECT quiesced, halted, reason, actor, since FROM fleet_posture`);
+  const r = rows[0] ?? { quiesced: false, halted: false, reason: null, actor: null, since: new Date(0) };
+  return { quiesced: r.quiesced, halted: r.halted, reason: r.reason, actor: r.actor, since: r.since };
+}
+
+/** The database clock, so status ages are judged like everything else that crosses replicas. */
+export async function storeNow(db: Db): Promise<Date> {
+  const { rows } = await db.query(`SELECT now() AS now`);
+  return rows[0].now;
+}

@@ -1,0 +1,125 @@
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { adminReplicaApi } from '../../src/api/admin-replicas.js';
+import { coordinationFeature } from '../../src/coordination/coordinator.js';
+import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import type { AdminStatus } from '../../src/coordination/status.js';
+import type { ServerHandle } from '../../src/server.js';
+import { tokenCreate, tokenRevoke } from '../../src/store/tokens.js';
+import { useTestDatabase, waitFor } from '../support/db.js';
+import { startTestServer } from '../support/server.js';
+
+// A short tick so in-process replicas converge in well under a second; the logic is the production one.
+const FAST = { tickMs: 100 };
+
+describe('GET /api/admin/status and the replica levers', () => {
+  const db = useTestDatabase();
+  let servers: ServerHandle[] = [];
+  let admin: string;
+  let revoked: string;
+  beforeAll(async () => {
+    admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ops' })).secret;
+    const r = await tokenCreate(db.current.pool, { kind: 'admin', name: 'old' });
+    await tokenRevoke(db.current.pool, r.token.id);
+    revoked = r.secret;
+  });
+  afterEach(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+    servers = [];
+    await db.current.pool.query(`TRUNCATE replicas, coordination_leases`);
+  });
+
+  const start = async (site?: string) => {
+    const s = await startTestServer(db.current.url, { config: { site }, features: [coordinationFeature({ timing: FAST }), adminReplicaApi()] });
+    servers.push(s);
+    return s;
+  };
+  const get = async (s: ServerHandle, auth?: string) => {
+    const res = await fetch(`${s.url}/api/admin/status`, { headers: auth ? { authorization: auth } : {} });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const post = async (s: ServerHandle, path: string) => {
+    const res = await fetch(`${s.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${admin}` } });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const converged = (s: ServerHandle, n: number) =>
+    waitFor(
+      async () => {
+        const { body } = await get(s, `Bearer ${admin}`);
+        const st = body as AdminStatus;
+        const live = st.replicas.filter((r) => r.state === 'live');
+        return live.length === n && st.shards.owned === 64 && live.every((r) => r.shards.length > 0) && st.leader ? st : undefined;
+      },
+      { what: `${n} live replicas sharing the shards` },
+    );
+
+  it('is closed without a live admin token', async () => {
+    const s = await start();
+    expect((await get(s)).status).toBe(401);
+    expect((await get(s, 'Bearer ocadm_notarealtoken')).status).toBe(401);
+    expect((await get(s, `Bearer ${revoked}`)).status).toBe(401);
+    expect((await get(s, `Basic ${admin}`)).status).toBe(401);
+    const reg = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'r' })).secret;
+    expect((await get(s, `Bearer ${reg}`)).status).toBe(401);
+    expect((await post(s, '/api/admin/replicas/x/quiesce')).status).toBe(404);
+    const anon = await fetch(`${s.url}/api/admin/replicas/${s.ctx.replicaId}/quiesce`, { method: 'POST' });
+    expect(anon.status).toBe(401);
+  });
+
+  it('shows every replica with site, state, shards, the leader and the postures', async () => {
+    const a = await start('dc1');
+    const b = await start('dc2');
+    const st = await converged(a, 2);
+    expect(st.replicas.map((r) => r.site).sort()).toEqual(['dc1', 'dc2']);
+    expect(st.replicas.flatMap((r) => r.shards).sort((x, y) => x - y)).toEqual(Array.from({ length: 64 }, (_, i) => i));
+    expect(st.replicas.filter((r) => r.leader)).toHaveLength(1);
+    expect([a.ctx.replicaId, b.ctx.replicaId]).toContain(st.leader!.replicaId);
+    expect(st.postures).toMatchObject({ quiesced: false, halted: false });
+    for (const r of st.replicas) expect(r.heartbeatAgeMs).toBeLessThan(st.stalenessMs);
+  });
+
+  it('quiesce moves a replica\'s shards and leadership away and sets its state; resume brings it back; both idempotent and audited', async () => {
+    const a = await start('dc1');
+    const b = await start('dc2');
+    await converged(a, 2);
+    const left = nextCoordinationEvent(b.ctx.events, 'membership:changed', (p) => !p.member);
+    const q1 = await post(a, `/api/admin/replicas/${b.ctx.replicaId}/quiesce`);
+    expect(q1).toMatchObject({ status: 200, body: { id: b.ctx.replicaId, quiesced: true, changed: true } });
+    expect((await post(a, `/api/admin/replicas/${b.ctx.replicaId}/quiesce`)).body.changed).toBe(false);
+    await left;
+    expect(b.ctx.ownership.inMembership()).toBe(false);
+    const st = await waitFor(async () => {
+      const { body } = await get(b, `Bearer ${admin}`); // a quiesced replica keeps serving HTTP
+      const s = body as AdminStatus;
+      const mine = s.replicas.find((r) => r.id === a.ctx.replicaId)!;
+      return mine.shards.length === 64 && mine.leader ? s : undefined;
+    });
+    expect(st.replicas.find((r) => r.id === b.ctx.replicaId)).toMatchObject({ state: 'quiesced', shards: [], leader: false });
+    expect(a.ctx.ownership.liveSites()).toEqual(new Set(['dc1']));
+    expect(b.ctx.ownership.owned()).toEqual([]);
+
+    expect((await post(a, `/api/admin/replicas/${b.ctx.replicaId}/resume`)).body).toMatchObject({ quiesced: false, changed: true });
+    await converged(a, 2);
+    const { rows } = await db.current.pool.query(`SELECT action, target, detail FROM audit_log WHERE target = $1 ORDER BY id`, [b.ctx.replicaId]);
+    expect(rows.map((r) => [r.action, r.detail.changed])).toEqual([
+      ['replica.quiesce', true],
+      ['replica.quiesce', false],
+      ['replica.resume', true],
+    ]);
+  });
+
+  it('a clean stop hands the leader lease to a peer on its next tick, and marks the replica stopped', async () => {
+    const a = await start();
+    const b = await start();
+    const st = await converged(a, 2);
+    const [leader, other] = st.leader!.replicaId === a.ctx.replicaId ? [a, b] : [b, a];
+    const gained = nextCoordinationEvent(other.ctx.events, 'leader:gained');
+    const stoppedAt = Date.now();
+    await leader.stop();
+    servers = servers.filter((s) => s !== leader);
+    await gained;
+    // Far inside the 15 s lease: the release, not the expiry, handed it over.
+    expect(Date.now() - stoppedAt).toBeLessThan(5_000);
+    const after = (await get(other, `Bearer ${admin}`)).body as AdminStatus;
+    expect(after.replicas.find((r) => r.id === leader.ctx.replicaId)?.state).toBe('stopped');
+  });
+});

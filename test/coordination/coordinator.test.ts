@@ -1,0 +1,387 @@
+import { EventEmitter } from 'node:events';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Clock } from '../../src/clock.js';
+import { coordinationOnce, coordinationRelease, DEFAULT_TIMING, type CoordinationDeps } from '../../src/coordination/coordinator.js';
+import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { CoordinationState } from '../../src/coordination/state.js';
+import { SHARD_COUNT } from '../../src/core/entry.js';
+import { shardAssignment, shardsOf } from '../../src/core/rendezvous.js';
+import { createLogger } from '../../src/logger.js';
+import { coordinationLeaseList, LEADER_LEASE } from '../../src/store/coordination.js';
+import { replicaRegister, replicaSetQuiesced, replicaStop } from '../../src/store/replicas.js';
+import { useTestDatabase } from '../support/db.js';
+
+/** One fake clock for every in-process replica; `age` moves it and the database's timestamps together. */
+function fakeClock(): Clock & { t: number } {
+  const c = { t: 1_000_000, now: () => c.t, sleep: async () => {} };
+  return c;
+}
+
+interface Replica {
+  id: string;
+  deps: CoordinationDeps;
+  state: CoordinationState;
+  events: EventEmitter;
+  requeued: Array<{ stepId: number; fromAttempt: number; toAttempt: number; reason: string }>;
+  tick(): ReturnType<typeof coordinationOnce>;
+}
+
+describe('the coordination loop, tick by tick, across in-process replicas', () => {
+  const db = useTestDatabase();
+  const log = createLogger('silent', { pretty: false });
+  let clock: ReturnType<typeof fakeClock>;
+  let replicas: Replica[];
+
+  beforeEach(async () => {
+    clock = fakeClock();
+    replicas = [];
+    await db.current.pool.query(
+      `TRUNCATE replicas, coordination_leases, scheduler_job_leases, queue_ready, runners, scheduler_done, pool_holds`,
+    );
+  });
+  afterEach(() => {
+    for (const r of replicas) r.events.removeAllListeners();
+  });
+
+  async function replica(id: string, site?: string): Promise<Replica> {
+    await replicaRegister(db.current.pool, { id, host: 'test', site, version: 'test' });
+    const events = new EventEmitter();
+    const state = new CoordinationState(clock);
+    const requeued: Replica['requeued'] = [];
+    const deps: CoordinationDeps = {
+      pool: db.current.pool,
+      replicaId: id,
+      site: site ?? null,
+      clock,
+      log,
+      events,
+      state,
+      timing: DEFAULT_TIMING,
+      config: { pollWindowMs: 50_000, replicaRetentionMs: 86_400_000, schedulerDoneRetentionDays: 7 },
+      hooks: { stepRequeued: async (_c, p) => void requeued.push(p) },
+    };
+    const r: Replica = { id, deps, state, events, requeued, tick: () => coordinationOnce(deps) };
+    replicas.push(r);
+    return r;
+  }
+
+  /** Time passes for everyone: the fake clock and every database timestamp move together. */
+  async function age(ms: number): Promise<void> {
+    clock.t += ms;
+    const q = (sql: string) => db.current.pool.query(sql, [ms]);
+    const back = `$1 * interval '1 millisecond'`;
+    await q(`UPDATE replicas SET heartbeat_at = heartbeat_at - ${back}, started_at = started_at - ${back}`);
+    await q(`UPDATE coordination_leases SET expires_at = expires_at - ${back}, acquired_at = acquired_at - ${back}`);
+    await q(`UPDATE scheduler_job_leases SET claimed_at = claimed_at - ${back}, expires_at = expires_at - ${back}`);
+    await q(`UPDATE runners SET last_seen_at = last_seen_at - ${back}`);
+    await q(`UPDATE scheduler_done SET done_at = done_at - ${back}`);
+  }
+
+  async function storeOwners(): Promise<Map<number, string>> {
+    const leases = await coordinationLeaseList(db.current.pool);
+    return new Map(leases.filter((l) => l.name.startsWith('shard:')).map((l) => [Number(l.name.slice(6)), l.holder]));
+  }
+
+  /** The invariant: no shard is trusted by two replicas at once, and each trusted shard is backed by its lease. */
+  async function assertNoOverlap(alive: Replica[]): Promise<void> {
+    const seen = new Map<number, string>();
+    const store = await storeOwners();
+    for (const r of alive) {
+      for (const s of r.state.owned()) {
+        expect(seen.get(s), `shard ${s} owned by ${seen.get(s)} and ${r.id}`).toBeUndefined();
+        seen.set(s, r.id);
+        expect(store.get(s)).toBe(r.id);
+      }
+    }
+    const leaders = alive.filter((r) => r.state.isLeader());
+    expect(leaders.length).toBeLessThanOrEqual(1);
+  }
+
+  async function settle(alive: Replica[], rounds = 3): Promise<void> {
+    for (let i = 0; i < rounds; i++) {
+      for (const r of alive) {
+        await r.tick();
+        await assertNoOverlap(alive);
+      }
+    }
+  }
+
+  it('a lone replica owns every shard and leads after one tick', async () => {
+    const a = await replica('a-000001');
+    const gained = nextCoordinationEvent(a.events, 'leader:gained');
+    const changed = nextCoordinationEvent(a.events, 'shards:changed');
+    const report = await a.tick();
+    expect(report.owned).toHaveLength(SHARD_COUNT);
+    expect((await changed).added).toHaveLength(SHARD_COUNT);
+    expect((await gained).token).toBeGreaterThan(0);
+    expect(a.state.isLeader()).toBe(true);
+    const leases = await coordinationLeaseList(db.current.pool);
+    expect(leases.filter((l) => l.holder === a.id)).toHaveLength(SHARD_COUNT + 1);
+  });
+
+  it('a renewal keeps the fencing token; a change of hands issues a larger one', async () => {
+    const a = await replica('a-000001');
+    await a.tick();
+    const first = a.state.leaderToken()!;
+    await a.tick();
+    expect(a.state.leaderToken()).toBe(first);
+    const b = await replica('b-000002');
+    await age(16_000); // a goes silent; its leases lapse
+    await b.tick();
+    expect(b.state.isLeader()).toBe(true);
+    expect(b.state.leaderToken()!).toBeGreaterThan(first);
+  });
+
+  it('three replicas converge on the rendezvous assignment with every shard owned exactly once', async () => {
+    const all = [await replica('web-0a0a0a'), await replica('web-1b1b1b'), await replica('web-2c2c2c')];
+    await settle(all);
+    const expected = shardAssignment(all.map((r) => r.id));
+    const store = await storeOwners();
+    expect(store.size).toBe(SHARD_COUNT);
+    for (let s = 0; s < SHARD_COUNT; s++) expect(store.get(s)).toBe(expected[s]);
+    for (const r of all) expect(r.state.owned()).toEqual(shardsOf(r.id, all.map((x) => x.id)));
+    expect(all.filter((r) => r.state.isLeader())).toHaveLength(1);
+  });
+
+  it('a joining replica takes only its own shards, and only after their holder let go', async () => {
+    const old = [await replica('web-0a0a0a'), await replica('web-1b1b1b')];
+    await settle(old);
+    const beforeOwners = await storeOwners();
+    const newcomer = await replica('web-9f9f9f');
+    const first = await newcomer.tick();
+    // Its shards are still held by the others: nothing taken yet, nothing overlapping.
+    expect(first.desired.length).toBeGreaterThan(0);
+    expect(first.owned).toEqual([]);
+    await settle([...old, newcomer]);
+    const after = await storeOwners();
+    for (let s = 0; s < SHARD_COUNT; s++) {
+      if (after.get(s) !== beforeOwners.get(s)) expect(after.get(s)).toBe(newcomer.id);
+    }
+    expect(newcomer.state.owned()).toEqual(first.desired);
+  });
+
+  it('a dead replica\'s shards move to the survivors, and only its shards', async () => {
+    const all = [await replica('web-0a0a0a'), await replica('web-1b1b1b'), await replica('web-2c2c2c')];
+    await settle(all);
+    const before = await storeOwners();
+    const [dead, ...alive] = all;
+    await age(16_000); // dead stops ticking: its heartbeat and leases age past the window
+    await settle(alive, 2);
+    const after = await storeOwners();
+    expect(after.size).toBe(SHARD_COUNT);
+    for (let s = 0; s < SHARD_COUNT; s++) {
+      if (before.get(s) === dead.id) expect(after.get(s)).not.toBe(dead.id);
+      else expect(after.get(s)).toBe(before.get(s));
+    }
+    // The dead replica's own view lapsed by its local deadline: it would dispatch nothing even if it woke.
+    expect(dead.state.owned()).toEqual([]);
+    expect(dead.state.isLeader()).toBe(false);
+  });
+
+  it('a live lease is never taken early, even by a replica that believes the holder dead', async () => {
+    const a = await replica('web-0a0a0a');
+    const b = await replica('web-1b1b1b');
+    await settle([a, b]);
+    // b's heartbeat looks stale, but a's view of b is wrong only about membership: b's leases are still valid.
+    await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '20 seconds' WHERE id = $1`, [b.id]);
+    const report = await a.tick();
+    expect(report.desired).toHaveLength(SHARD_COUNT);
+    expect(report.owned).toEqual(shardsOf(a.id, [a.id, b.id]));
+    await assertNoOverlap([a, b]);
+  });
+
+  it('clean stop hands the leader lease over on the next tick of a peer', async () => {
+    const a = await replica('web-0a0a0a');
+    const b = await replica('web-1b1b1b');
+    await a.tick();
+    await settle([a, b]);
+    expect(a.state.isLeader()).toBe(true);
+    const lost = nextCoordinationEvent(a.events, 'leader:lost');
+    await coordinationRelease(a.deps);
+    await replicaStop(db.current.pool, a.id);
+    await lost;
+    const gained = nextCoordinationEvent(b.events, 'leader:gained');
+    await b.tick();
+    expect((await gained).replicaId).toBe(b.id);
+    expect(b.state.owned()).toHaveLength(SHARD_COUNT);
+  });
+
+  it('a killed leader is replaced once its lease lapses (within three ticks)', async () => {
+    const a = await replica('web-0a0a0a');
+    const b = await replica('web-1b1b1b');
+    await a.tick();
+    await settle([a, b]);
+    let waited = 0;
+    while (!b.state.isLeader()) {
+      await age(DEFAULT_TIMING.tickMs);
+      waited += DEFAULT_TIMING.tickMs;
+      await b.tick();
+      expect(waited).toBeLessThanOrEqual(4 * DEFAULT_TIMING.tickMs);
+    }
+    expect(waited).toBeGreaterThanOrEqual(DEFAULT_TIMING.leaderTtlMs);
+  });
+
+  it('quiesce takes a replica out of the membership (shards, leadership, site) while it keeps ticking; resume brings it back', async () => {
+    const a = await replica('web-0a0a0a', 'dc1');
+    const b = await replica('web-1b1b1b', 'dc2');
+    await a.tick();
+    await settle([a, b]);
+    expect(b.state.liveSites()).toEqual(new Set(['dc1', 'dc2']));
+    const res = await replicaSetQuiesced(db.current.pool, { id: a.id, quiesced: true });
+    expect(res?.changed).toBe(true);
+    expect((await replicaSetQuiesced(db.current.pool, { id: a.id, quiesced: true }))?.changed).toBe(false);
+    const out = nextCoordinationEvent(a.events, 'membership:changed');
+    await a.tick();
+    expect(await out).toMatchObject({ member: false });
+    expect(a.state.owned()).toEqual([]);
+    expect(a.state.isLeader()).toBe(false);
+    expect(a.state.inMembership()).toBe(false);
+    await b.tick();
+    expect(b.state.owned()).toHaveLength(SHARD_COUNT);
+    expect(b.state.isLeader()).toBe(true);
+    expect(b.state.liveSites()).toEqual(new Set(['dc2']));
+    await replicaSetQuiesced(db.current.pool, { id: a.id, quiesced: false });
+    await settle([a, b]);
+    expect(a.state.inMembership()).toBe(true);
+    expect(a.state.owned()).toEqual(shardsOf(a.id, [a.id, b.id]));
+  });
+
+  it('reclaims a dead peer\'s claims: unexposed at their attempt and position, exposed as a new attempt, acked left alone', async () => {
+    const a = await replica('web-0a0a0a');
+    const dead = await replica('web-dead00');
+    await settle([a, dead]);
+    const pool = db.current.pool;
+    const insert = (stepId: number, attempt: number, position: number, extra: string) =>
+      pool.query(
+        `INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, ready_at, enqueued_at, position, holder, expires_at,
+                                           delivered_at, runner_id, acked_at, executing)
+         VALUES ($1, 7, 3, $2, now() - interval '1 minute', now() - interval '1 minute', $3, $4, now() + interval '3 minutes', ${extra})`,
+        [stepId, attempt, position, dead.id],
+      );
+    await insert(101, 1, 11, `NULL, NULL, NULL, false`);
+    await insert(102, 2, 12, `now(), 'r1', NULL, false`);
+    await insert(103, 1, 13, `now(), 'r1', now(), true`);
+    await pool.query(`INSERT INTO pool_holds (pool, step_id, attempt) VALUES ('db', 102, 2)`);
+    // One held by a live replica is not touched either.
+    await pool.query(
+      `INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, ready_at, enqueued_at, position, holder, expires_at)
+       VALUES (104, 7, 3, 1, now(), now(), 14, $1, now() + interval '3 minutes')`,
+      [a.id],
+    );
+
+    const first = await a.tick();
+    expect(first.reclaimed).toEqual([]); // still within the staleness window
+    await age(16_000);
+    const kicked = nextCoordinationEvent(a.events, 'queue:enqueued');
+    const report = await a.tick();
+    expect(report.reclaimed.map((r) => [r.stepId, r.exposed, r.requeuedAttempt])).toEqual([
+      [101, false, 1],
+      [102, true, 3],
+    ]);
+    expect((await kicked).stepIds).toEqual([101, 102]);
+    const { rows: ready } = await pool.query(`SELECT step_id, attempt, position FROM queue_ready ORDER BY step_id`);
+    expect(ready).toEqual([
+      { step_id: 101, attempt: 1, position: 11 },
+      { step_id: 102, attempt: 3, position: 12 },
+    ]);
+    const { rows: leases } = await pool.query(`SELECT step_id FROM scheduler_job_leases ORDER BY step_id`);
+    expect(leases.map((r) => r.step_id)).toEqual([103, 104]);
+    expect((await pool.query(`SELECT * FROM pool_holds`)).rowCount).toBe(0);
+    expect(a.requeued).toEqual([{ stepId: 102, fromAttempt: 2, toAttempt: 3, reason: 'replica_lost' }]);
+  });
+
+  it('two replicas reclaiming at once requeue each claim exactly once', async () => {
+    const a = await replica('web-0a0a0a');
+    const b = await replica('web-1b1b1b');
+    await settle([a, b]);
+    const pool = db.current.pool;
+    await pool.query(
+      `INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, ready_at, enqueued_at, position, holder, expires_at)
+       SELECT g, g, g % 64, 1, now(), now(), g, 'gone-000000', now() + interval '3 minutes' FROM generate_series(1, 1200) g`,
+    );
+    const [ra, rb] = await Promise.all([a.tick(), b.tick()]);
+    const ids = [...ra.reclaimed, ...rb.reclaimed].map((r) => r.stepId);
+    expect(ids).toHaveLength(1200);
+    expect(new Set(ids).size).toBe(1200);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM queue_ready WHERE attempt = 1`)).rows[0].n).toBe(1200);
+  });
+
+  it('the leader marks silent runners watch after one poll window and offline after two', async () => {
+    const a = await replica('web-0a0a0a');
+    const pool = db.current.pool;
+    for (const id of ['r-fresh', 'r-one', 'r-two']) {
+      await pool.query(`INSERT INTO runners (id, name, credential_hash) VALUES ($1, $1, $1)`, [id]);
+    }
+    await a.tick();
+    await age(70_000); // everyone silent for 70 s: one window (50 s + grace) missed
+    await pool.query(`UPDATE runners SET last_seen_at = now() WHERE id = 'r-fresh'`);
+    const r1 = await a.tick();
+    expect(r1.liveness.map((c) => [c.runnerId, c.to]).sort()).toEqual([['r-one', 'watch'], ['r-two', 'watch']]);
+    await age(50_000);
+    await pool.query(`UPDATE runners SET last_seen_at = now() WHERE id IN ('r-fresh', 'r-one')`);
+    const r2 = await a.tick();
+    expect(r2.liveness.map((c) => [c.runnerId, c.to]).sort()).toEqual([['r-one', 'online'], ['r-two', 'offline']]);
+    const { rows } = await pool.query(`SELECT id, state FROM runners ORDER BY id`);
+    expect(rows).toEqual([
+      { id: 'r-fresh', state: 'online' },
+      { id: 'r-one', state: 'online' },
+      { id: 'r-two', state: 'offline' },
+    ]);
+  });
+
+  it('the leader reaps replica rows past the retention unless they still hold a live lease, and prunes scheduler_done', async () => {
+    const a = await replica('web-0a0a0a');
+    const pool = db.current.pool;
+    await replicaRegister(pool, { id: 'old-000001', host: 'x', version: 'x' });
+    await replicaRegister(pool, { id: 'old-000002', host: 'x', version: 'x' });
+    await pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '25 hours' WHERE id LIKE 'old-%'`);
+    await pool.query(`INSERT INTO coordination_leases (name, holder, token, expires_at) VALUES ('shard:5', 'old-000002', 1, now() + interval '10 seconds')`);
+    await pool.query(`INSERT INTO scheduler_done (step_id, attempt, done_at) VALUES (1, 1, now() - interval '8 days'), (2, 1, now() - interval '6 days')`);
+    const report = await a.tick();
+    expect(report.leader).toBe(true);
+    expect(report.reaped).toEqual(['old-000001']);
+    expect(report.pruned).toBe(1);
+    const { rows } = await pool.query(`SELECT id FROM replicas ORDER BY id`);
+    expect(rows.map((r) => r.id)).toEqual(['old-000002', a.id]);
+  });
+
+  it('membership churn: at every sampled instant each shard has at most one owner, and the survivors converge', async () => {
+    // A seeded walk: replicas join, die, stop cleanly, get quiesced; every single tick is a sample.
+    let seed = 20261130;
+    const rand = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    let alive: Replica[] = [await replica('web-000000')];
+    let n = 1;
+    for (let step = 0; step < 60; step++) {
+      const roll = rand();
+      if (roll < 0.15 && alive.length < 6) {
+        alive.push(await replica(`web-${(n++).toString(16).padStart(6, '0')}`));
+      } else if (roll < 0.22 && alive.length > 1) {
+        const victim = alive[Math.floor(rand() * alive.length)];
+        alive = alive.filter((r) => r !== victim);
+        await age(DEFAULT_TIMING.stalenessMs + 1_000); // killed: everyone else's world moves on
+      } else if (roll < 0.28 && alive.length > 1) {
+        const victim = alive[Math.floor(rand() * alive.length)];
+        alive = alive.filter((r) => r !== victim);
+        await coordinationRelease(victim.deps);
+        await replicaStop(db.current.pool, victim.id);
+      } else if (roll < 0.32 && alive.length > 1) {
+        const r = alive[Math.floor(rand() * alive.length)];
+        await replicaSetQuiesced(db.current.pool, { id: r.id, quiesced: true });
+        await r.tick();
+        await replicaSetQuiesced(db.current.pool, { id: r.id, quiesced: false });
+      } else {
+        await age(1_000);
+      }
+      for (const r of [...alive].sort(() => rand() - 0.5)) {
+        await r.tick();
+        await assertNoOverlap(alive);
+      }
+    }
+    await settle(alive, 3);
+    const owners = await storeOwners();
+    const expected = shardAssignment(alive.map((r) => r.id));
+    for (let s = 0; s < SHARD_COUNT; s++) expect(owners.get(s)).toBe(expected[s]);
+    expect(alive.filter((r) => r.state.isLeader())).toHaveLength(1);
+    expect((await coordinationLeaseList(db.current.pool)).some((l) => l.name === LEADER_LEASE)).toBe(true);
+  });
+});
