@@ -41,8 +41,8 @@ describe('GET /api/admin/status and the replica levers', () => {
     const res = await fetch(`${s.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${admin}` } });
     return { status: res.status, body: (await res.json()) as any };
   };
-  const converged = (s: ServerHandle, n: number) =>
-    waitFor(
+  const converged = async (s: ServerHandle, n: number): Promise<AdminStatus> =>
+    (await waitFor(
       async () => {
         const { body } = await get(s, `Bearer ${admin}`);
         const st = body as AdminStatus;
@@ -50,7 +50,7 @@ describe('GET /api/admin/status and the replica levers', () => {
         return live.length === n && st.shards.owned === 64 && live.every((r) => r.shards.length > 0) && st.leader ? st : undefined;
       },
       { what: `${n} live replicas sharing the shards` },
-    );
+    ))!;
 
   it('is closed without a live admin token', async () => {
     const s = await start();
@@ -87,12 +87,12 @@ describe('GET /api/admin/status and the replica levers', () => {
     expect((await post(a, `/api/admin/replicas/${b.ctx.replicaId}/quiesce`)).body.changed).toBe(false);
     await left;
     expect(b.ctx.ownership.inMembership()).toBe(false);
-    const st = await waitFor(async () => {
+    const st = (await waitFor(async () => {
       const { body } = await get(b, `Bearer ${admin}`); // a quiesced replica keeps serving HTTP
       const s = body as AdminStatus;
       const mine = s.replicas.find((r) => r.id === a.ctx.replicaId)!;
       return mine.shards.length === 64 && mine.leader ? s : undefined;
-    });
+    }))!;
     expect(st.replicas.find((r) => r.id === b.ctx.replicaId)).toMatchObject({ state: 'quiesced', shards: [], leader: false });
     expect(a.ctx.ownership.liveSites()).toEqual(new Set(['dc1']));
     expect(b.ctx.ownership.owned()).toEqual([]);
