@@ -7,5 +7,5 @@ import type { Feature } from './server.js';
 /** The features every production replica runs, in start order. */
 export function serverFeatures(): Feature[] {
   // Coordination first: the loops after it read the ownership it installs on the context.
-  return [coordinationFeature(), adminReplicaApi(), dispatchFeature({ hooks: orchestratorHooks })];
+  return [coordinationFeature({ hooks: orchestratorHooks }), adminReplicaApi(), dispatchFeature({ hooks: orchestratorHooks })];
 }

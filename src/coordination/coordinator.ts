@@ -186,7 +186,7 @@ async function reclaimDeadPeers(deps: CoordinationDeps): Promise<ReclaimedClaim[
       const got = await claimReclaimDead(client, { me: deps.replicaId, stalenessMs: deps.timing.stalenessMs, limit: RECLAIM_BATCH });
       for (const r of got) {
         if (r.exposed && deps.hooks) {
-          await deps.hooks.stepRequeued(client, { stepId: r.stepId, fromAttempt: r.attempt, toAttempt: r.requeuedAttempt, reason: 'replica_lost' });
+          await deps.hooks.stepRequeued(client, { stepId: r.stepId, fromAttempt: r.attempt, toAttempt: r.requeuedAttempt, reason: `replica ${r.holder} lost before the runner acked` });
         }
       }
       return got;

@@ -287,7 +287,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const { rows: leases } = await pool.query(`SELECT step_id FROM scheduler_job_leases ORDER BY step_id`);
     expect(leases.map((r) => r.step_id)).toEqual([103, 104]);
     expect((await pool.query(`SELECT * FROM pool_holds`)).rowCount).toBe(0);
-    expect(a.requeued).toEqual([{ stepId: 102, fromAttempt: 2, toAttempt: 3, reason: 'replica_lost' }]);
+    expect(a.requeued).toEqual([{ stepId: 102, fromAttempt: 2, toAttempt: 3, reason: 'replica web-dead00 lost before the runner acked' }]);
   });
 
   it('two replicas reclaiming at once requeue each claim exactly once', async () => {
