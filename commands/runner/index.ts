@@ -1,0 +1,62 @@
+import { Flags } from '@oclif/core';
+import { BaseCommand } from '../../src/cli/base.js';
+import { UserError } from '../../src/cli/errors.js';
+import { parseDuration } from '../../src/core/duration.js';
+import { createLogger } from '../../src/logger.js';
+import { RunnerConfigError, runRunner } from '../../src/runner/main.js';
+
+export default class Runner extends BaseCommand<typeof Runner> {
+  static override description =
+    'Run the runner agent: register once (the identity is kept under $OPSCHAIN_HOME/runner), long-poll for steps, run each with /bin/sh -c in its own process group, stream its output, renew its lease and report its exit code. With no flags on the server\'s machine it finds the local server and registration token. SIGTERM or Ctrl-C: stop polling, let running steps finish within --grace, release the rest.';
+  static override examples = [
+    '<%= config.bin %> runner',
+    '<%= config.bin %> runner --server http://ops-a:7420,http://ops-b:7420 --registration-token ocreg_… --group build --label linux',
+    '<%= config.bin %> runner --max-parallel-steps 4 --work-dir /var/lib/opschain/work --grace 2m',
+  ];
+  static override flags = {
+    executor: Flags.string({ description: 'an executor this runner offers (repeatable) [default: shell]', multiple: true }),
+    grace: Flags.string({ description: 'on SIGTERM, how long running steps may take before they are stopped and released', default: '30s' }),
+    group: Flags.string({ description: 'the runner group it joins' }),
+    label: Flags.string({ description: 'a label for placement (repeatable)', multiple: true }),
+    'log-level': Flags.string({ description: 'trace|debug|info|warn|error|fatal|silent', default: 'info' }),
+    'max-load': Flags.integer({ description: 'capacity in step load units [default: CPU threads]', min: 1 }),
+    'max-parallel-steps': Flags.integer({ description: 'how many steps it runs at once', default: 1, min: 1, max: 64 }),
+    name: Flags.string({ description: 'runner name; also names its identity file [default: hostname]' }),
+    once: Flags.boolean({ description: 'take one batch of work, run it, exit' }),
+    'registration-token': Flags.string({ description: 'registration token (ocreg_…), needed only for the first start [default: the local server\'s]', env: 'OPSCHAIN_REGISTRATION_TOKEN' }),
+    server: Flags.string({ description: 'server URL; repeat or comma-separate for an ordered failover list [default: OPSCHAIN_SERVER, then the local server]', multiple: true }),
+    site: Flags.string({ description: 'the site this runner is in, e.g. dc1' }),
+    'work-dir': Flags.string({ description: 'where steps run, one directory each [default: $OPSCHAIN_HOME/work]' }),
+  };
+  static override summary = 'Run the runner agent';
+
+  async run(): Promise<void> {
+    const f = this.flags;
+    const graceMs = parseDuration(f.grace);
+    if (graceMs === undefined) throw new UserError(`--grace ${f.grace}: expected a duration like 30s or 2m`);
+    const log = createLogger(f['log-level']);
+    const code = await runRunner(
+      {
+        home: this.home,
+        servers: f.server ?? [],
+        registrationToken: f['registration-token'],
+        name: f.name,
+        group: f.group,
+        labels: f.label ?? [],
+        executors: f.executor ?? [],
+        site: f.site,
+        maxLoad: f['max-load'],
+        maxParallelSteps: f['max-parallel-steps'],
+        workDir: f['work-dir'],
+        graceMs,
+        once: f.once,
+      },
+      log,
+    ).catch((err) => {
+      throw err instanceof RunnerConfigError ? new UserError(err.message, 'invalid_runner_setup') : err;
+    });
+    log.flush?.();
+    // Keep-alive sockets to the servers must not hold the process open.
+    process.exit(code);
+  }
+}

@@ -1,0 +1,217 @@
+import { systemClock, type Clock } from '../clock.js';
+import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from '../core/retry-backoff.js';
+import type { Logger } from '../logger.js';
+import {
+  CREDENTIAL_INVALID,
+  LEASE_LOST,
+  type AcquireRequest,
+  type Completion,
+  type ItemResult,
+  type LeaseRef,
+  type LogChunk,
+  type Offer,
+  type RegisterRequest,
+  type Registration,
+  type ReleaseItem,
+} from './protocol.js';
+
+/** 401 `credential invalid`: the store says this registration is gone. Nothing to retry. */
+export class CredentialInvalidError extends Error {
+  constructor(readonly server: string, message = CREDENTIAL_INVALID) {
+    super(message);
+    this.name = 'CredentialInvalidError';
+  }
+}
+
+/** A 4xx other than the verdicts (bad body, unknown path): the request itself is wrong. */
+export class ProtocolError extends Error {
+  constructor(readonly status: number, readonly path: string, message: string) {
+    super(`${path}: HTTP ${status}: ${message}`);
+    this.name = 'ProtocolError';
+  }
+}
+
+/** The caller's signal ended the call (shutdown); nothing more will be tried. */
+export class CallAbortedError extends Error {
+  constructor(path: string) {
+    super(`${path}: aborted`);
+    this.name = 'CallAbortedError';
+  }
+}
+
+export interface ClientOptions {
+  /** Ordered: the client uses one at a time and moves down the list when it stops answering. */
+  servers: string[];
+  credential?: string;
+  log: Logger;
+  clock?: Clock;
+  random?: () => number;
+  backoff?: BackoffPolicy;
+  /** Bound on every call except acquire, whose bound is its wait plus this. */
+  requestTimeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+interface CallOptions {
+  auth: boolean;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+interface CallResult {
+  status: number;
+  body: any;
+}
+
+/** Statuses that mean "this server cannot answer now": retry, here or on the next server. */
+const TRANSIENT_STATUSES = new Set([429, 500, 502, 503, 504]);
+
+/**
+ * The runner protocol over HTTP. Transient failures (connection refused or reset, timeouts, 503)
+ * are retried with backoff and jitter, failing over along the server list and staying on whichever
+ * server answers. The verdicts are surfaced exactly: 401 throws CredentialInvalidError, 409 comes
+ * back as a per-item result, and retries go on until the call's signal aborts.
+ */
+export class RunnerClient {
+  private readonly servers: string[];
+  private current = 0;
+  private credential?: string;
+  private readonly log: Logger;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+  private readonly backoff: BackoffPolicy;
+  private readonly timeoutMs: number;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(opts: ClientOptions) {
+    if (opts.servers.length === 0) throw new Error('at least one server URL is required');
+    this.servers = opts.servers.map((s) => s.replace(/\/+$/, ''));
+    this.credential = opts.credential;
+    this.log = opts.log;
+    this.clock = opts.clock ?? systemClock;
+    this.random = opts.random ?? Math.random;
+    this.backoff = opts.backoff ?? DEFAULT_BACKOFF;
+    this.timeoutMs = opts.requestTimeoutMs ?? 15_000;
+    this.fetchImpl = opts.fetch ?? fetch;
+  }
+
+  /** The server calls go to now. */
+  get server(): string {
+    return this.servers[this.current];
+  }
+
+  setCredential(credential: string): void {
+    this.credential = credential;
+  }
+
+  async register(req: RegisterRequest, signal?: AbortSignal): Promise<Registration> {
+    const r = await this.call('register', req, { auth: false, timeoutMs: this.timeoutMs, signal });
+    if (r.status === 409) throw new ProtocolError(409, 'register', String(r.body?.error ?? 'conflict'));
+    return r.body as Registration;
+  }
+
+  /**
+   * One long poll. The caller keeps `request_id` for the SAME logical request: the client retries
+   * with it, so an answer lost on the way back returns the same offers instead of stranding them.
+   */
+  async acquire(req: AcquireRequest, signal?: AbortSignal): Promise<Offer[]> {
+    const wait = req.wait_ms ?? 50_000;
+    const r = await this.call('acquire', req, { auth: true, timeoutMs: wait + this.timeoutMs, signal });
+    if (r.status === 204 || !r.body) return [];
+    return Array.isArray(r.body.offers) ? (r.body.offers as Offer[]) : [];
+  }
+
+  ack(leases: LeaseRef[], signal?: AbortSignal): Promise<ItemResult[]> {
+    return this.batch('ack', { leases }, leases, signal);
+  }
+
+  renew(leases: LeaseRef[], signal?: AbortSignal): Promise<ItemResult[]> {
+    return this.batch('renew', { leases }, leases, signal);
+  }
+
+  release(leases: ReleaseItem[], signal?: AbortSignal): Promise<ItemResult[]> {
+    return this.batch('release', { leases }, leases, signal);
+  }
+
+  complete(completions: Completion[], signal?: AbortSignal): Promise<ItemResult[]> {
+    return this.batch('complete', { completions }, completions, signal);
+  }
+
+  /** Appends chunks to the step's log; 'lost' when the lease is fenced. */
+  async logs(stepId: number, token: string, chunks: LogChunk[], signal?: AbortSignal): Promise<'ok' | 'lost'> {
+    const r = await this.call('logs', { step_id: stepId, token, chunks }, { auth: true, timeoutMs: this.timeoutMs, signal });
+    return r.status === 409 ? 'lost' : 'ok';
+  }
+
+  private async batch(path: string, body: unknown, items: LeaseRef[], signal?: AbortSignal): Promise<ItemResult[]> {
+    if (items.length === 0) return [];
+    const r = await this.call(path, body, { auth: true, timeoutMs: this.timeoutMs, signal });
+    if (r.status === 409) {
+      // A whole-call 409 fences every item of it.
+      return items.map((i) => ({ step_id: i.step_id, ok: false, status: 409, error: String(r.body?.error ?? LEASE_LOST) }));
+    }
+    const results = Array.isArray(r.body?.results) ? (r.body.results as ItemResult[]) : [];
+    const byStep = new Map(results.map((x) => [String(x.step_id), x]));
+    return items.map((i) => byStep.get(String(i.step_id)) ?? { step_id: i.step_id, ok: false, status: 500, error: 'no result for this item in the answer' });
+  }
+
+  private async call(path: string, body: unknown, opts: CallOptions): Promise<CallResult> {
+    let failures = 0;
+    const payload = JSON.stringify(body);
+    for (;;) {
+      if (opts.signal?.aborted) throw new CallAbortedError(path);
+      const server = this.server;
+      const url = `${server}/api/runner/${path}`;
+      let problem: string;
+      try {
+        const headers: Record<string, string> = { 'content-type': 'application/json' };
+        if (opts.auth && this.credential) headers.authorization = `Bearer ${this.credential}`;
+        const timeout = AbortSignal.timeout(opts.timeoutMs);
+        const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
+        const res = await this.fetchImpl(url, { method: 'POST', headers, body: payload, signal });
+        const text = await res.text();
+        let parsed: any = undefined;
+        if (text) {
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            parsed = { error: text.slice(0, 200) };
+          }
+        }
+        if (res.status < 300 || res.status === 409) {
+          if (failures > 0) this.log.info({ server, path, failures }, `runner protocol: ${server} answers again`);
+          return { status: res.status, body: parsed };
+        }
+        if (res.status === 401) throw new CredentialInvalidError(server, String(parsed?.error ?? CREDENTIAL_INVALID));
+        if (!TRANSIENT_STATUSES.has(res.status)) throw new ProtocolError(res.status, path, String(parsed?.error ?? res.statusText));
+        problem = `HTTP ${res.status}: ${String(parsed?.error ?? res.statusText)}`;
+      } catch (err) {
+        if (err instanceof CredentialInvalidError || err instanceof ProtocolError) throw err;
+        if (opts.signal?.aborted) throw new CallAbortedError(path);
+        problem = describeTransportError(err);
+      }
+      failures++;
+      const previous = server;
+      if (this.servers.length > 1 && this.server === previous) {
+        this.current = (this.current + 1) % this.servers.length;
+      }
+      const moved = this.server !== previous;
+      const level = failures === 1 || moved || failures % 10 === 0 ? 'warn' : 'debug';
+      this.log[level]({ server: previous, path, problem, failures, next: this.server }, moved ? `runner protocol: ${previous} failed (${problem}); failing over to ${this.server}` : `runner protocol: ${previous} failed (${problem}); retrying`);
+      // Try every server once before backing off, so a dead first server costs one round trip.
+      if (this.servers.length === 1 || failures % this.servers.length === 0) {
+        const round = Math.ceil(failures / this.servers.length);
+        await this.clock.sleep(backoffDelay(round, this.random(), this.backoff), opts.signal);
+      }
+    }
+  }
+}
+
+function describeTransportError(err: unknown): string {
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError') return 'timed out';
+  if (e?.name === 'AbortError') return 'aborted';
+  const code = e?.cause?.code;
+  if (code) return code;
+  return e?.cause?.message ?? e?.message ?? String(err);
+}

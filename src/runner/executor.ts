@@ -1,0 +1,117 @@
+import { spawn } from 'node:child_process';
+import { StringDecoder } from 'node:string_decoder';
+import { formatDuration } from '../core/duration.js';
+
+export interface ExecRequest {
+  command: string;
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  /** Null or undefined: no limit. */
+  timeoutMs?: number | null;
+  /** Between SIGTERM and SIGKILL of the process group. */
+  killGraceMs?: number;
+  onOutput: (stream: 'stdout' | 'stderr', text: string) => void;
+}
+
+export interface ExecResult {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  /** Set when the step did not end by itself: timeout, kill, or a spawn failure. */
+  cause: string | null;
+}
+
+export interface Execution {
+  readonly pid: number | undefined;
+  readonly done: Promise<ExecResult>;
+  /** Ends the whole process group: SIGTERM, then SIGKILL after the grace. Idempotent. */
+  kill(cause: string): void;
+}
+
+/** How long output may keep arriving after the shell exited before its pipes are cut. */
+const DRAIN_AFTER_EXIT_MS = 2_000;
+
+function signalGroup(pid: number | undefined, sig: NodeJS.Signals): void {
+  if (!pid) return;
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+/**
+ * Runs a command with `/bin/sh -c` as the leader of its own process group, so a timeout, a
+ * cancel or a fenced lease can end everything it started (pipelines, background jobs), not
+ * just the shell.
+ */
+export function execute(req: ExecRequest): Execution {
+  const killGraceMs = req.killGraceMs ?? 5_000;
+  let killCause: string | null = null;
+  let timedOut = false;
+  let killTimer: NodeJS.Timeout | undefined;
+  let timeoutTimer: NodeJS.Timeout | undefined;
+
+  const child = spawn('/bin/sh', ['-c', req.command], { cwd: req.cwd, env: req.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const pid = child.pid;
+
+  const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+  for (const stream of ['stdout', 'stderr'] as const) {
+    child[stream].on('data', (buf: Buffer) => {
+      const text = decoders[stream].write(buf);
+      if (text) req.onOutput(stream, text);
+    });
+  }
+
+  const kill = (cause: string) => {
+    if (killCause !== null) return;
+    killCause = cause;
+    signalGroup(pid, 'SIGTERM');
+    killTimer = setTimeout(() => signalGroup(pid, 'SIGKILL'), killGraceMs);
+  };
+
+  if (req.timeoutMs && req.timeoutMs > 0) {
+    timeoutTimer = setTimeout(() => {
+      timedOut = true;
+      kill(`timed out after ${formatDuration(req.timeoutMs!)}`);
+    }, req.timeoutMs);
+  }
+
+  const done = new Promise<ExecResult>((resolve) => {
+    let spawnError: Error | undefined;
+    child.on('error', (err) => {
+      spawnError = err;
+      // No process means no 'close' to wait for.
+      if (!child.pid) {
+        clearTimeout(timeoutTimer);
+        resolve({ exitCode: null, signal: null, timedOut: false, cause: `could not start /bin/sh: ${err.message}` });
+      }
+    });
+    child.on('exit', () => {
+      // Whatever the shell left behind in its group (background jobs) ends with it; their
+      // output already in the pipes is still read.
+      signalGroup(pid, 'SIGKILL');
+      const cut = setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+      }, DRAIN_AFTER_EXIT_MS);
+      cut.unref();
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timeoutTimer);
+      clearTimeout(killTimer);
+      for (const stream of ['stdout', 'stderr'] as const) {
+        const rest = decoders[stream].end();
+        if (rest) req.onOutput(stream, rest);
+      }
+      if (spawnError) {
+        resolve({ exitCode: null, signal: null, timedOut: false, cause: `could not start /bin/sh: ${spawnError.message}` });
+        return;
+      }
+      const cause = killCause ?? (signal ? `killed by ${signal}` : null);
+      resolve({ exitCode: killCause ? null : code, signal, timedOut, cause });
+    });
+  });
+
+  return { pid, done, kill };
+}

@@ -1,0 +1,64 @@
+import type { Logger } from '../logger.js';
+import { CallAbortedError, CredentialInvalidError } from './client.js';
+import { MissingRegistrationTokenError } from './identity.js';
+import { prepareRunner, RunnerSetupError, type RunnerSettings } from './start.js';
+
+/** Something the operator must fix before the runner can start: one line, exit 2. */
+export class RunnerConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RunnerConfigError';
+  }
+}
+
+/**
+ * The runner process: register or reload the identity, run the agent until a signal, and map how
+ * it ended to an exit code (0 clean stop, 1 credential invalid). Setup problems throw
+ * RunnerConfigError.
+ */
+export async function runRunner(settings: RunnerSettings, log: Logger): Promise<number> {
+  const setupAbort = new AbortController();
+  let agentStop: (() => void) | undefined;
+  const onSignal = (sig: NodeJS.Signals) => {
+    log.info({ signal: sig }, `${sig} received`);
+    if (agentStop) agentStop();
+    else setupAbort.abort();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  try {
+    let prepared;
+    try {
+      prepared = await prepareRunner(settings, log, setupAbort.signal);
+    } catch (err) {
+      if (err instanceof CallAbortedError) return 0;
+      if (err instanceof RunnerSetupError || err instanceof MissingRegistrationTokenError) throw new RunnerConfigError(err.message);
+      if (err instanceof CredentialInvalidError) throw new RunnerConfigError(`registration refused by ${err.server}: the registration token is not valid`);
+      throw err;
+    }
+    const { agent, identity, identityFile, registered, servers, name, workDir } = prepared;
+    agentStop = () => agent.stop();
+    if (setupAbort.signal.aborted) return 0;
+    log.info(
+      { runner_id: identity.runnerId, name, servers, identity: identityFile, work_dir: workDir, max_parallel_steps: settings.maxParallelSteps },
+      registered ? `runner ${name} registered as ${identity.runnerId}; polling ${servers[0]}` : `runner ${name} (${identity.runnerId}) resumed its identity; polling ${servers[0]}`,
+    );
+    try {
+      await agent.run();
+    } catch (err) {
+      if (err instanceof CredentialInvalidError) {
+        log.error(
+          { runner_id: identity.runnerId, identity: identityFile, server: err.server },
+          `credential invalid: ${err.server} no longer knows runner ${identity.runnerId}. Its registration is gone; move ${identityFile} away and start the runner with a registration token to register anew`,
+        );
+        return 1;
+      }
+      throw err;
+    }
+    log.info({ completed: agent.stats.completed, released: agent.stats.released, lost: agent.stats.lost }, 'runner stopped');
+    return 0;
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  }
+}

@@ -1,0 +1,79 @@
+/** Wire shapes of the runner protocol (docs/runner-protocol.md), as the runner sees them. */
+
+export const PROTOCOL_VERSION = 1;
+
+/** The exact verdict strings a runner switches on. */
+export const LEASE_LOST = 'lease expired or revoked';
+export const CREDENTIAL_INVALID = 'credential invalid';
+
+export interface RegisterRequest {
+  registration_token: string;
+  name: string;
+  group?: string;
+  labels?: string[];
+  executors?: string[];
+  max_load?: number;
+  max_parallel_steps?: number;
+  site?: string;
+  protocol_version?: number;
+}
+
+export interface Registration {
+  runner_id: string;
+  credential: string;
+  lease_ttl_ms: number;
+  poll_window_ms: number;
+}
+
+export interface AcquireRequest {
+  request_id: string;
+  max_offers?: number;
+  wait_ms?: number;
+  only_run_id?: number | null;
+}
+
+export interface Offer {
+  step_id: number;
+  run_id: number;
+  attempt: number;
+  token: string;
+  step: string;
+  command: string;
+  env: Record<string, string>;
+  timeout_ms: number | null;
+  lease_ttl_ms: number;
+  ack_deadline_ms: number;
+  renew_interval_ms: number;
+  max_parallel_steps: number;
+}
+
+export interface LeaseRef {
+  step_id: number;
+  token: string;
+}
+
+export interface ReleaseItem extends LeaseRef {
+  reason?: string;
+}
+
+export interface Completion extends LeaseRef {
+  exit_code: number | null;
+  cause?: string;
+}
+
+export interface ItemResult {
+  step_id: number;
+  ok: boolean;
+  status?: number;
+  error?: string;
+}
+
+export interface LogChunk {
+  stream: 'stdout' | 'stderr';
+  text: string;
+}
+
+/** A lease is fenced: the item's result says so exactly. */
+export function isLeaseLost(r: ItemResult): boolean {
+  return !r.ok && (r.status === 409 || r.error === LEASE_LOST);
+}

@@ -1,0 +1,120 @@
+import { availableParallelism, hostname } from 'node:os';
+import { join } from 'node:path';
+import { readLocalSecret, readServerRecord } from '../home.js';
+import type { Logger } from '../logger.js';
+import { RunnerAgent } from './agent.js';
+import { RunnerClient } from './client.js';
+import { ensureIdentity, identityPath, type RunnerIdentity } from './identity.js';
+import { PROTOCOL_VERSION } from './protocol.js';
+
+export interface RunnerSettings {
+  home: string;
+  /** As given (repeated and/or comma-separated); empty: OPSCHAIN_SERVER, then the local server. */
+  servers: string[];
+  registrationToken?: string;
+  name?: string;
+  group?: string;
+  labels: string[];
+  executors: string[];
+  site?: string;
+  maxLoad?: number;
+  maxParallelSteps: number;
+  workDir?: string;
+  graceMs: number;
+  killGraceMs?: number;
+  once: boolean;
+  env?: NodeJS.ProcessEnv;
+}
+
+export class RunnerSetupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RunnerSetupError';
+  }
+}
+
+/** `a,b` and repeated flags flattened, trimmed, de-duplicated, in order. */
+export function parseServerList(values: string[]): string[] {
+  const out: string[] = [];
+  for (const v of values) {
+    for (const part of v.split(',')) {
+      const s = part.trim().replace(/\/+$/, '');
+      if (!s) continue;
+      let u: URL;
+      try {
+        u = new URL(s);
+      } catch {
+        throw new RunnerSetupError(`--server ${s}: not a URL (expected http://host:port)`);
+      }
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new RunnerSetupError(`--server ${s}: expected an http:// or https:// URL`);
+      if (!out.includes(s)) out.push(s);
+    }
+  }
+  return out;
+}
+
+/** Which servers to talk to: the flags, else OPSCHAIN_SERVER, else the server this machine runs. */
+export function resolveServers(settings: Pick<RunnerSettings, 'servers' | 'home' | 'env'>): string[] {
+  const env = settings.env ?? process.env;
+  let servers = parseServerList(settings.servers);
+  if (servers.length === 0 && env.OPSCHAIN_SERVER) servers = parseServerList([env.OPSCHAIN_SERVER]);
+  if (servers.length === 0) {
+    const local = readServerRecord(settings.home)?.url;
+    if (local) servers = [local];
+  }
+  if (servers.length === 0) {
+    throw new RunnerSetupError(`no server: pass --server URL (or OPSCHAIN_SERVER), or start one on this machine with 'opschain server start' (it records its address in ${settings.home})`);
+  }
+  return servers;
+}
+
+export interface PreparedRunner {
+  agent: RunnerAgent;
+  client: RunnerClient;
+  identity: RunnerIdentity;
+  identityFile: string;
+  registered: boolean;
+  servers: string[];
+  name: string;
+  workDir: string;
+}
+
+/** Resolves the settings, registers (or reloads the identity) and builds the agent, ready to run. */
+export async function prepareRunner(settings: RunnerSettings, log: Logger, signal?: AbortSignal): Promise<PreparedRunner> {
+  const env = settings.env ?? process.env;
+  const servers = resolveServers(settings);
+  const name = settings.name || hostname();
+  const workDir = settings.workDir ?? join(settings.home, 'work');
+  const identityFile = identityPath(settings.home, name);
+  const client = new RunnerClient({ servers, log });
+  const registrationToken = settings.registrationToken || env.OPSCHAIN_REGISTRATION_TOKEN || readLocalSecret(settings.home, 'registration');
+  const { identity, registered } = await ensureIdentity({
+    file: identityFile,
+    client,
+    registrationToken,
+    servers,
+    signal,
+    registration: {
+      name,
+      group: settings.group,
+      labels: settings.labels,
+      executors: settings.executors.length ? settings.executors : ['shell'],
+      max_load: settings.maxLoad ?? availableParallelism(),
+      max_parallel_steps: settings.maxParallelSteps,
+      site: settings.site,
+      protocol_version: PROTOCOL_VERSION,
+    },
+  });
+  const agent = new RunnerAgent({
+    client,
+    log,
+    workDir,
+    maxParallelSteps: settings.maxParallelSteps,
+    graceMs: settings.graceMs,
+    killGraceMs: settings.killGraceMs,
+    once: settings.once,
+    pollWaitMs: identity.pollWindowMs,
+    baseEnv: env,
+  });
+  return { agent, client, identity, identityFile, registered, servers, name, workDir };
+}

@@ -1,0 +1,130 @@
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
+import { RunnerAgent, type StepEvent } from '../../src/runner/agent.js';
+import { CredentialInvalidError, RunnerClient } from '../../src/runner/client.js';
+import { waitFor } from '../support/db.js';
+import { alive } from './process-state.js';
+import { FakeRunnerApi } from './fake-runner-api.js';
+
+const log = createLogger(process.env.OPSCHAIN_TEST_LOG ?? 'silent', { pretty: false });
+
+
+describe('runner agent', () => {
+  const root = mkdtempSync(join(tmpdir(), 'opschain-agent-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  let api: FakeRunnerApi;
+  let agent: RunnerAgent | undefined;
+  let running: Promise<void> | undefined;
+
+  async function startAgent(opts: { maxParallelSteps?: number; graceMs?: number; once?: boolean } = {}) {
+    api = new FakeRunnerApi();
+    await api.start();
+    const client = new RunnerClient({ servers: [api.url], credential: 'ocrnr_fake', log, backoff: { baseMs: 1, maxMs: 5 } });
+    const workDir = mkdtempSync(join(root, 'work-'));
+    agent = new RunnerAgent({ client, log, workDir, maxParallelSteps: opts.maxParallelSteps ?? 1, graceMs: opts.graceMs ?? 30_000, killGraceMs: 200, once: opts.once, pollWaitMs: 500, baseEnv: { PATH: process.env.PATH, OPSCHAIN_REGISTRATION_TOKEN: 'ocreg_secret', FROM_RUNNER: 'r' } });
+    const finished: StepEvent[] = [];
+    agent.events.on('step:finished', (e: StepEvent) => finished.push(e));
+    running = agent.run();
+    running.catch(() => {});
+    return { workDir, finished };
+  }
+
+  afterEach(async () => {
+    if (agent) {
+      agent.stop();
+      agent.stop();
+      await running?.catch(() => {});
+    }
+    agent = undefined;
+    await api?.stop();
+  });
+
+  it('acks an offer, runs it in its own directory with the step env, streams its output and completes with the exit code', async () => {
+    const { workDir, finished } = await startAgent();
+    api.offer({ step_id: 5, run_id: 9, attempt: 2, step: 'build', command: 'echo "$OPSCHAIN_RUN_ID/$OPSCHAIN_STEP/$OPSCHAIN_ATTEMPT $REGION $FROM_RUNNER token=${OPSCHAIN_REGISTRATION_TOKEN:-none}"; pwd; echo warn >&2; exit 4', env: { REGION: 'eu' } });
+    await waitFor(() => api.completions.length === 1, { what: 'completion' });
+    expect(api.completions[0]).toEqual({ step_id: 5, token: 't5', exit_code: 4 });
+    expect(api.callsTo('ack')[0].body).toEqual({ leases: [{ step_id: 5, token: 't5' }] });
+    const text = api.logText(5);
+    expect(text).toContain('9/build/2 eu r token=none\n');
+    expect(text).toContain(join(workDir, 'run-9', 'build.2'));
+    expect(text).toContain('warn\n');
+    await waitFor(() => finished.length === 1);
+    expect(finished[0].outcome).toBe('completed');
+    expect(existsSync(join(workDir, 'run-9'))).toBe(false);
+  });
+
+  it('asks for as many offers as it has free slots and runs them side by side', async () => {
+    await startAgent({ maxParallelSteps: 3 });
+    await waitFor(() => api.callsTo('acquire').length > 0);
+    expect(api.callsTo('acquire')[0].body.max_offers).toBe(3);
+    const marker = join(root, `side-${Date.now()}`);
+    api.offer(
+      { step_id: 1, command: `touch ${marker}.1; while [ ! -e ${marker}.3 ]; do sleep 0.02; done` },
+      { step_id: 2, command: `touch ${marker}.2; while [ ! -e ${marker}.3 ]; do sleep 0.02; done` },
+      { step_id: 3, command: `while [ ! -e ${marker}.1 ] || [ ! -e ${marker}.2 ]; do sleep 0.02; done; touch ${marker}.3` },
+    );
+    await waitFor(() => api.completions.length === 3, { what: 'three completions' });
+    expect(api.completions.every((c) => c.exit_code === 0)).toBe(true);
+    expect(api.callsTo('ack')).toHaveLength(1);
+  });
+
+  it('renews on the offer cadence and kills the step when the lease is revoked', async () => {
+    const { finished } = await startAgent();
+    let pid = 0;
+    agent!.events.on('step:started', (e: StepEvent) => (pid = e.pid!));
+    api.offer({ step_id: 6, command: 'sleep 300', lease_ttl_ms: 900, renew_interval_ms: 60_000 });
+    await waitFor(() => api.callsTo('renew').length >= 2, { what: 'renewals every 300ms' });
+    expect(alive(pid)).toBe(true);
+    api.revoked.add('t6');
+    await waitFor(() => finished.length === 1, { what: 'step killed' });
+    expect(finished[0].outcome).toBe('lost');
+    expect(alive(pid)).toBe(false);
+    expect(api.completions).toHaveLength(0);
+  });
+
+  it('enforces the step timeout and completes with the cause', async () => {
+    await startAgent();
+    api.offer({ step_id: 7, command: 'echo begin; sleep 300', timeout_ms: 300 });
+    await waitFor(() => api.completions.length === 1, { what: 'timed-out completion' });
+    expect(api.completions[0]).toEqual({ step_id: 7, token: 't7', exit_code: null, cause: 'timed out after 300ms' });
+    await waitFor(() => api.logText(7).includes('timed out after 300ms'));
+    expect(api.logText(7)).toMatch(/^begin\n/);
+  });
+
+  it('stop: no more polling, a step within the grace completes, one past it is killed and released', async () => {
+    const { finished } = await startAgent({ maxParallelSteps: 2, graceMs: 1500 });
+    const marker = join(root, `grace-${Date.now()}`);
+    api.offer({ step_id: 1, command: `while [ ! -e ${marker} ]; do sleep 0.02; done; echo done` }, { step_id: 2, command: 'sleep 300' });
+    await waitFor(() => agent!.running === 2);
+    const polls = api.callsTo('acquire').length;
+    agent!.stop();
+    writeFileSync(marker, '');
+    await running;
+    expect(finished.map((f) => [f.stepId, f.outcome]).sort()).toEqual([[1, 'completed'], [2, 'released']]);
+    expect(api.completions.map((c) => c.step_id)).toEqual([1]);
+    expect(api.releases.map((r) => r.step_id)).toEqual([2]);
+    expect(api.callsTo('acquire').length).toBeLessThanOrEqual(polls + 1);
+  });
+
+  it('credential invalid stops the runner with that error and kills its steps', async () => {
+    const { finished } = await startAgent();
+    api.offer({ step_id: 8, command: 'sleep 300', lease_ttl_ms: 900 });
+    await waitFor(() => agent!.running === 1);
+    api.credentialValid = false;
+    await expect(running).rejects.toBeInstanceOf(CredentialInvalidError);
+    expect(finished[0].outcome).toBe('abandoned');
+  });
+
+  it('--once takes one batch of work, runs it and returns', async () => {
+    const { workDir } = await startAgent({ once: true });
+    api.offer({ step_id: 9, command: 'echo once' });
+    await running;
+    expect(api.completions).toEqual([{ step_id: 9, token: 't9', exit_code: 0 }]);
+    expect(readdirSync(workDir)).toEqual([]);
+    agent = undefined;
+  });
+});

@@ -1,0 +1,100 @@
+import { createServer } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
+import { CallAbortedError, CredentialInvalidError, ProtocolError, RunnerClient } from '../../src/runner/client.js';
+import { FakeRunnerApi } from './fake-runner-api.js';
+
+const log = createLogger('silent', { pretty: false });
+const fast = { baseMs: 1, maxMs: 5 };
+
+/** A loopback port nothing listens on: connection refused, like a stopped server. */
+async function deadUrl(): Promise<string> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return `http://127.0.0.1:${port}`;
+}
+
+describe('runner protocol client', () => {
+  const apis: FakeRunnerApi[] = [];
+  async function api(): Promise<FakeRunnerApi> {
+    const a = new FakeRunnerApi();
+    await a.start();
+    apis.push(a);
+    return a;
+  }
+  afterEach(async () => {
+    await Promise.all(apis.splice(0).map((a) => a.stop()));
+  });
+
+  it('an acquire whose answer is lost is retried with the same request id and gets the same offers', async () => {
+    const a = await api();
+    a.offer({ step_id: 7 }, { step_id: 8 });
+    a.failNext('acquire', 'drop-after');
+    const client = new RunnerClient({ servers: [a.url], credential: 'ocrnr_x', log, backoff: fast });
+    const offers = await client.acquire({ request_id: 'req-1', max_offers: 4, wait_ms: 500 });
+    expect(offers.map((o) => o.step_id)).toEqual([7, 8]);
+    const calls = a.callsTo('acquire');
+    expect(calls).toHaveLength(2);
+    expect(calls.map((c) => c.body.request_id)).toEqual(['req-1', 'req-1']);
+    expect(calls[0].auth).toBe('Bearer ocrnr_x');
+  });
+
+  it('503 and dropped connections are retried until the server answers', async () => {
+    const a = await api();
+    a.failNext('renew', { status: 503, error: "store unavailable: connection refused (this server's readiness check 'store' is failing; retry)" }, 'drop-before', { status: 503, error: 'store unavailable: x' });
+    const client = new RunnerClient({ servers: [a.url], credential: 'c', log, backoff: fast });
+    const results = await client.renew([{ step_id: 1, token: 't1' }]);
+    expect(results).toEqual([{ step_id: 1, ok: true }]);
+    expect(a.callsTo('renew')).toHaveLength(4);
+  });
+
+  it('fails over along the server list when a server stops answering, and sticks to the one that works', async () => {
+    const dead = await deadUrl();
+    const b = await api();
+    const client = new RunnerClient({ servers: [dead, b.url], credential: 'c', log, backoff: fast });
+    expect(client.server).toBe(dead);
+    await client.ack([{ step_id: 1, token: 't1' }]);
+    expect(client.server).toBe(b.url);
+    await client.renew([{ step_id: 1, token: 't1' }]);
+    expect(b.calls.map((c) => c.path)).toEqual(['ack', 'renew']);
+    expect(client.server).toBe(b.url);
+  });
+
+  it('a server answering 503 is left for the next one', async () => {
+    const a = await api();
+    const b = await api();
+    a.failNext('complete', { status: 503, error: 'store unavailable: x' });
+    const client = new RunnerClient({ servers: [a.url, b.url], credential: 'c', log, backoff: fast });
+    const r = await client.complete([{ step_id: 3, token: 't3', exit_code: 0 }]);
+    expect(r[0].ok).toBe(true);
+    expect(b.completions).toEqual([{ step_id: 3, token: 't3', exit_code: 0 }]);
+    expect(client.server).toBe(b.url);
+  });
+
+  it('verdicts come back exactly: 409 per item and on logs, 401 throws, 400 throws', async () => {
+    const a = await api();
+    a.revoked.add('t2');
+    const client = new RunnerClient({ servers: [a.url], credential: 'c', log, backoff: fast });
+    expect(await client.renew([{ step_id: 1, token: 't1' }, { step_id: 2, token: 't2' }])).toEqual([
+      { step_id: 1, ok: true },
+      { step_id: 2, ok: false, status: 409, error: 'lease expired or revoked' },
+    ]);
+    expect(await client.logs(2, 't2', [{ stream: 'stdout', text: 'x' }])).toBe('lost');
+    expect(await client.logs(1, 't1', [{ stream: 'stdout', text: 'x' }])).toBe('ok');
+    a.failNext('ack', { status: 400, error: 'leases[0].token: required' });
+    await expect(client.ack([{ step_id: 1, token: '' }])).rejects.toBeInstanceOf(ProtocolError);
+    a.credentialValid = false;
+    await expect(client.renew([{ step_id: 1, token: 't1' }])).rejects.toBeInstanceOf(CredentialInvalidError);
+  });
+
+  it('retries end when the caller aborts', async () => {
+    const dead = await deadUrl();
+    const client = new RunnerClient({ servers: [dead], credential: 'c', log, backoff: { baseMs: 20, maxMs: 20 } });
+    const stop = new AbortController();
+    const p = client.renew([{ step_id: 1, token: 't' }], stop.signal);
+    setTimeout(() => stop.abort(), 100);
+    await expect(p).rejects.toBeInstanceOf(CallAbortedError);
+  });
+});
