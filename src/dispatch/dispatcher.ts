@@ -25,6 +25,14 @@ export interface TickResult { waiters: number; claimed: number; delivered: numbe
  */
 export async function dispatchOnce(deps: DispatchDeps): Promise<TickResult> {
   const parked = deps.registry.snapshot();
+  try {
+    return await tick(deps, parked);
+  } finally {
+    deps.registry.unreserve(parked);
+  }
+}
+
+async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickResult> {
   const result: TickResult = { waiters: parked.length, claimed: 0, delivered: 0, returned: 0, held: null };
   if (parked.length === 0) return result;
   const posture = await postureRead(deps.pool);
@@ -96,7 +104,7 @@ export async function dispatchOnce(deps: DispatchDeps): Promise<TickResult> {
       items[i].requestId = call.requestId;
     }
     const leases = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items: items.filter((i) => callOf.has(i.stepId)) });
-    for (const l of leases) await deps.hooks.stepStarted(client, { stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! });
+    await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! })));
     const details = await offerDetails(client, leases.map((l) => l.stepId));
     return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details };
   });

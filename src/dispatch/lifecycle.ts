@@ -35,18 +35,19 @@ export async function completeLeases(deps: DispatchDeps, runnerId: string, items
   const ended = await withTransaction(deps.pool, async (client) => {
     const rows = await leaseComplete(client, { runnerId, items });
     const byStep = new Map(items.map((i) => [i.stepId, i]));
-    for (const lease of rows) {
+    const outcomes: StepOutcome[] = rows.map((lease) => {
       const c = byStep.get(lease.stepId)!;
-      const outcome: StepOutcome = {
+      return {
         stepId: lease.stepId,
+        runId: lease.runId,
         attempt: lease.attempt,
         status: c.exitCode === 0 && !c.cause ? 'succeeded' : 'failed',
         exitCode: c.exitCode,
         cause: c.cause ?? (c.exitCode === 0 ? null : `exited with code ${c.exitCode}`),
         runnerId,
       };
-      await deps.hooks.stepFinished(client, outcome);
-    }
+    });
+    await deps.hooks.stepsFinished(client, outcomes);
     return new Set(rows.map((r) => r.stepId));
   });
   const missing = items.filter((i) => !ended.has(i.stepId));
@@ -98,18 +99,22 @@ export async function expireOnce(deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'ev
     }
     const { lost, returned } = await leaseExpireDue(client, { limit });
     const pins = await pinsForRuns(client, [...new Set(lost.filter((l) => l.runScope).map((l) => l.runId))]);
-    for (const l of lost) {
-      const pinnedLost = l.runScope && pins.get(l.runId) === l.runnerId;
-      await deps.hooks.stepFinished(client, {
-        stepId: l.stepId,
-        attempt: l.attempt,
-        status: 'system_error',
-        exitCode: null,
-        cause: pinnedLost ? `${RUNNER_LOST_CAUSE} (pinned runner ${l.runnerId} lost)` : RUNNER_LOST_CAUSE,
-        runnerId: l.runnerId,
-        event: pinnedLost ? 'pinned_runner_lost' : 'runner_lost',
-      });
-    }
+    await deps.hooks.stepsFinished(
+      client,
+      lost.map((l) => {
+        const pinnedLost = l.runScope && pins.get(l.runId) === l.runnerId;
+        return {
+          stepId: l.stepId,
+          runId: l.runId,
+          attempt: l.attempt,
+          status: 'system_error' as const,
+          exitCode: null,
+          cause: pinnedLost ? `${RUNNER_LOST_CAUSE} (pinned runner ${l.runnerId} lost)` : RUNNER_LOST_CAUSE,
+          runnerId: l.runnerId,
+          event: pinnedLost ? 'pinned_runner_lost' : 'runner_lost',
+        };
+      }),
+    );
     for (const l of returned) await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt, reason: 'claim expired before delivery' });
     return { requeued: unacked.length, lost: lost.length, returned: returned.length, held: false };
   });

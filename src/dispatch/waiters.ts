@@ -11,6 +11,10 @@ export interface ParkedAcquire {
   parkedAt: number;
   /** True once answered (offers, empty, or the caller went away); never handed offers after. */
   settled: boolean;
+  /** Held by a running dispatch tick: its window may end, but the answer waits for the tick. */
+  reserved: boolean;
+  /** The window ended while reserved: answer empty when the tick lets go. */
+  expired: boolean;
   /** Hands offers to the caller; returns false when it already settled (the caller must hand them back). */
   deliver(offers: Offer[]): boolean;
 }
@@ -20,7 +24,7 @@ export class WaiterRegistry {
   private parked = new Map<number, ParkedAcquire>();
   private seq = 0;
 
-  park(p: Omit<ParkedAcquire, 'seq' | 'settled' | 'deliver'>, timeoutMs: number, signal?: AbortSignal): { acquire: ParkedAcquire; offers: Promise<Offer[]> } {
+  park(p: Omit<ParkedAcquire, 'seq' | 'settled' | 'reserved' | 'expired' | 'deliver'>, timeoutMs: number, signal?: AbortSignal): { acquire: ParkedAcquire; offers: Promise<Offer[]> } {
     let resolveOffers!: (o: Offer[]) => void;
     const offers = new Promise<Offer[]>((r) => (resolveOffers = r));
     const settle = (o: Offer[]) => {
@@ -34,6 +38,8 @@ export class WaiterRegistry {
       ...p,
       seq: ++this.seq,
       settled: false,
+      reserved: false,
+      expired: false,
       deliver: (o) => {
         if (acquire.settled) return false;
         settle(o);
@@ -41,15 +47,31 @@ export class WaiterRegistry {
       },
     };
     const onAbort = () => !acquire.settled && settle([]);
-    const timer = setTimeout(() => !acquire.settled && settle([]), timeoutMs);
+    // The caller is still connected when our own window ends, so a tick that already chose this
+    // call may still answer it; only a caller that went away (abort) forces a hand-back.
+    const timer = setTimeout(() => {
+      if (acquire.settled) return;
+      if (acquire.reserved) acquire.expired = true;
+      else settle([]);
+    }, timeoutMs);
     signal?.addEventListener('abort', onAbort, { once: true });
     this.parked.set(acquire.seq, acquire);
     return { acquire, offers };
   }
 
-  /** The acquires parked now: a tick delivers only to these. */
+  /** The acquires parked now, reserved for one tick: a tick delivers only to these. */
   snapshot(): ParkedAcquire[] {
-    return [...this.parked.values()].filter((a) => !a.settled && a.slots > 0);
+    const list = [...this.parked.values()].filter((a) => !a.settled && a.slots > 0);
+    for (const a of list) a.reserved = true;
+    return list;
+  }
+
+  /** The tick is over: calls whose window ended meanwhile and got nothing are answered empty. */
+  unreserve(list: ParkedAcquire[]): void {
+    for (const a of list) {
+      a.reserved = false;
+      if (a.expired && !a.settled) a.deliver([]);
+    }
   }
 
   get size(): number {

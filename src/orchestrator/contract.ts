@@ -3,6 +3,8 @@ import type { PoolClient } from '../store/pool.js';
 /** How a leased attempt ended, as the lease lifecycle reports it to the orchestrator. */
 export interface StepOutcome {
   stepId: number;
+  /** The step's run when the caller knows it (saves a read). */
+  runId?: number;
   attempt: number;
   status: 'succeeded' | 'failed' | 'system_error';
   exitCode: number | null;
@@ -21,6 +23,10 @@ export interface OrchestratorHooks {
   stepStarted(client: PoolClient, p: { stepId: number; attempt: number; runnerId: string }): Promise<void>;
   /** A step's attempt finished (complete, or expiry as runner_lost): record, roll up, enqueue what became ready. */
   stepFinished(client: PoolClient, outcome: StepOutcome): Promise<void>;
+  /** Batch form of stepStarted, one tick's deliveries at once. */
+  stepsStarted(client: PoolClient, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<void>;
+  /** Batch form of stepFinished: each run is locked and rolled up once for all its outcomes. */
+  stepsFinished(client: PoolClient, outcomes: StepOutcome[]): Promise<void>;
   /** A step's attempt went back to the queue as a new attempt (release, un-acked offer, reclaimed exposed claim). */
   stepRequeued(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string }): Promise<void>;
 }

@@ -1,6 +1,6 @@
 import { queueRemoveRun } from '../store/queue.js';
 import { leaseRevokeRun } from '../store/lease-revoke.js';
-import { stepLogStarted, stepLogSystem } from '../store/logs.js';
+import { stepLogsStarted, stepLogStarted, stepLogSystem } from '../store/logs.js';
 import type { PoolClient } from '../store/pool.js';
 import {
   runCauseSet,
@@ -17,6 +17,8 @@ import {
   stepsSkipDependents,
   stepsWithStatus,
   stepStart,
+  stepsStart,
+  stepsFinish,
   type RunRow,
 } from '../store/runs.js';
 import type { OrchestratorHooks, StepOutcome } from './contract.js';
@@ -64,29 +66,55 @@ async function failPinnedRun(client: PoolClient, run: RunRow, runnerId: string):
   }
 }
 
+/**
+ * Records outcomes run by run, in run-id order (one global lock order, so concurrent batches
+ * never deadlock): each run is locked once, every outcome applied, then rolled up once.
+ */
+async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Promise<void> {
+  const byRun = new Map<number, StepOutcome[]>();
+  for (const o of outcomes) {
+    const runId = o.runId ?? (await stepGet(client, o.stepId))?.runId;
+    if (runId === undefined) continue;
+    byRun.set(runId, [...(byRun.get(runId) ?? []), o]);
+  }
+  for (const runId of [...byRun.keys()].sort((a, b) => a - b)) {
+    const run = await runLock(client, runId);
+    if (!run) continue;
+    const list = byRun.get(runId)!;
+    const finished = await stepsFinish(
+      client,
+      list.map((o) => ({ stepId: o.stepId, attempt: o.attempt, status: o.status, exitCode: o.exitCode, cause: o.cause, runnerId: o.runnerId, seal: o.status === 'system_error' })),
+    );
+    // A stale attempt, a duplicate completion, or a step already cancelled is not among `finished`.
+    const outcomeOf = new Map(list.map((o) => [o.stepId, o]));
+    const succeeded = finished.filter((s) => s.status === 'succeeded').map((s) => s.name);
+    if (succeeded.length > 0) await enqueueReadySteps(client, run, await stepsRelease(client, { runId: run.id, after: succeeded }));
+    for (const step of finished.filter((s) => s.status !== 'succeeded')) {
+      const o = outcomeOf.get(step.id)!;
+      if (step.status === 'system_error') await stepLogSystem(client, { stepId: step.id, attempt: step.attempt, text: `attempt ${step.attempt} ended in system_error: ${o.cause ?? 'unknown cause'}; log sealed` });
+      await stepsSkipDependents(client, { runId: run.id, stepName: step.name, cause: `skipped: step ${step.name} ${step.status === 'failed' ? 'failed' : 'ended in system_error'}` });
+      if (o.event === 'pinned_runner_lost' && o.runnerId) await failPinnedRun(client, run, o.runnerId);
+    }
+    await runRollUp(client, run);
+  }
+}
+
 export const orchestratorHooks: OrchestratorHooks = {
   async stepStarted(client, p) {
     if (await stepStart(client, p)) await stepLogStarted(client, p);
   },
 
   async stepFinished(client, o: StepOutcome) {
-    const before = await stepGet(client, o.stepId);
-    if (!before) return;
-    const run = await runLock(client, before.runId);
-    if (!run) return;
-    const seal = o.status === 'system_error';
-    const step = await stepFinish(client, { stepId: o.stepId, attempt: o.attempt, status: o.status, exitCode: o.exitCode, cause: o.cause, runnerId: o.runnerId, seal });
-    // A stale attempt, a duplicate completion, or a step already cancelled: nothing to record.
-    if (!step) return;
-    if (seal) await stepLogSystem(client, { stepId: step.id, attempt: step.attempt, text: `attempt ${step.attempt} ended in system_error: ${o.cause ?? 'unknown cause'}; log sealed` });
-    if (o.status === 'succeeded') {
-      const ready = await stepsRelease(client, { runId: run.id, after: step.name });
-      await enqueueReadySteps(client, run, ready);
-    } else {
-      await stepsSkipDependents(client, { runId: run.id, stepName: step.name, cause: `skipped: step ${step.name} ${o.status === 'failed' ? 'failed' : 'ended in system_error'}` });
-    }
-    if (o.event === 'pinned_runner_lost' && o.runnerId) await failPinnedRun(client, run, o.runnerId);
-    await runRollUp(client, run);
+    await finishOutcomes(client, [o]);
+  },
+
+  async stepsStarted(client, items) {
+    const started = await stepsStart(client, items);
+    await stepLogsStarted(client, started);
+  },
+
+  async stepsFinished(client, outcomes) {
+    await finishOutcomes(client, outcomes);
   },
 
   async stepRequeued(client, p) {

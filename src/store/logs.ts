@@ -46,6 +46,18 @@ export async function stepLogStarted(db: Db, p: { stepId: number; attempt: numbe
   );
 }
 
+/** Batch stepLogStarted: one system line per started attempt. */
+export async function stepLogsStarted(db: Db, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<void> {
+  if (items.length === 0) return;
+  await db.query(
+    `INSERT INTO step_logs (step_id, attempt, stream, chunk)
+     SELECT m.step_id, m.attempt, 'system', 'attempt ' || m.attempt || ' started on runner ' || coalesce(r.name, m.runner_id)
+       FROM unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, runner_id)
+       LEFT JOIN runners r ON r.id = m.runner_id`,
+    [items.map((i) => i.stepId), items.map((i) => i.attempt), items.map((i) => i.runnerId)],
+  );
+}
+
 /** Seals the step's log: later runner output for it is refused. */
 export async function stepLogSeal(db: Db, p: { stepId: number }): Promise<void> {
   await db.query(`UPDATE steps SET log_sealed = true WHERE id = $1`, [p.stepId]);

@@ -221,6 +221,19 @@ export async function stepStart(client: PoolClient, p: { stepId: number; attempt
   return (rowCount ?? 0) > 0;
 }
 
+/** Batch stepStart: returns the (step, attempt, runner) triples that were current and are now running. */
+export async function stepsStart(client: PoolClient, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<Array<{ stepId: number; attempt: number; runnerId: string }>> {
+  if (items.length === 0) return [];
+  const { rows } = await client.query(
+    `UPDATE steps s SET status = 'running', runner_id = m.runner_id, started_at = now(), finished_at = NULL
+       FROM unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, runner_id)
+      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')
+      RETURNING s.id, s.attempt, m.runner_id`,
+    [items.map((i) => i.stepId), items.map((i) => i.attempt), items.map((i) => i.runnerId)],
+  );
+  return rows.map((r) => ({ stepId: Number(r.id), attempt: r.attempt, runnerId: r.runner_id }));
+}
+
 /** Records how the attempt ended; null when the attempt is stale or the step already finished. */
 export async function stepFinish(
   client: PoolClient,
@@ -234,6 +247,32 @@ export async function stepFinish(
     [p.stepId, p.attempt, p.status, p.exitCode, p.cause, p.runnerId, p.seal],
   );
   return rows[0] ? mapStep(rows[0]) : null;
+}
+
+/** Batch stepFinish: one statement for many outcomes; returns the steps whose attempt was current. */
+export async function stepsFinish(
+  client: PoolClient,
+  items: Array<{ stepId: number; attempt: number; status: 'succeeded' | 'failed' | 'system_error'; exitCode: number | null; cause: string | null; runnerId: string | null; seal: boolean }>,
+): Promise<StepRow[]> {
+  if (items.length === 0) return [];
+  const { rows } = await client.query(
+    `UPDATE steps s SET status = m.status, exit_code = m.exit_code, cause = m.cause, runner_id = coalesce(m.runner_id, s.runner_id),
+            started_at = coalesce(s.started_at, now()), finished_at = now(), log_sealed = s.log_sealed OR m.seal
+       FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::boolean[])
+              AS m(step_id, attempt, status, exit_code, cause, runner_id, seal)
+      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')
+     RETURNING s.*`,
+    [
+      items.map((i) => i.stepId),
+      items.map((i) => i.attempt),
+      items.map((i) => i.status),
+      items.map((i) => i.exitCode),
+      items.map((i) => i.cause),
+      items.map((i) => i.runnerId),
+      items.map((i) => i.seal),
+    ],
+  );
+  return rows.map(mapStep);
 }
 
 /** The attempt went back to the queue as a new attempt: ready again, no runner. */
@@ -251,13 +290,14 @@ export async function stepRequeue(client: PoolClient, p: { stepId: number; fromA
  * Pending steps whose needs all succeeded become ready as their next attempt; returns them for
  * enqueue. With `after`, only the dependents of that step are considered (the common case).
  */
-export async function stepsRelease(client: PoolClient, p: { runId: number; after?: string }): Promise<StepRow[]> {
+export async function stepsRelease(client: PoolClient, p: { runId: number; after?: string | string[] }): Promise<StepRow[]> {
+  const after = p.after === undefined ? null : Array.isArray(p.after) ? p.after : [p.after];
   const { rows } = await client.query(
     `UPDATE steps d SET status = 'ready', attempt = d.attempt + 1, cause = NULL, finished_at = NULL
-      WHERE d.run_id = $1 AND d.status = 'pending' AND ($2::text IS NULL OR $2 = ANY(d.needs))
+      WHERE d.run_id = $1 AND d.status = 'pending' AND ($2::text[] IS NULL OR d.needs && $2::text[])
         AND NOT EXISTS (SELECT 1 FROM steps n WHERE n.run_id = $1 AND n.name = ANY(d.needs) AND n.status <> 'succeeded')
      RETURNING d.*`,
-    [p.runId, p.after ?? null],
+    [p.runId, after],
   );
   return rows.map(mapStep).sort((a, b) => a.id - b.id);
 }

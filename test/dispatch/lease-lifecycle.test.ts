@@ -23,6 +23,12 @@ class RecordingHooks implements OrchestratorHooks {
   async stepFinished(_c: unknown, o: StepOutcome) {
     this.finished.push(o);
   }
+  async stepsStarted(c: unknown, items: Array<{ stepId: number; attempt: number; runnerId: string }>) {
+    for (const i of items) await this.stepStarted(c, i);
+  }
+  async stepsFinished(c: unknown, outcomes: StepOutcome[]) {
+    for (const o of outcomes) await this.stepFinished(c, { ...o, runId: undefined });
+  }
   async stepRequeued(_c: unknown, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string }) {
     this.requeued.push(p);
   }
