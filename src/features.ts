@@ -1,11 +1,19 @@
 import { adminReplicaApi } from './api/admin-replicas.js';
 import { coordinationFeature } from './coordination/coordinator.js';
+import { expireOnce } from './dispatch/lifecycle.js';
 import { dispatchFeature } from './dispatch/feature.js';
 import { orchestratorHooks } from './orchestrator/progress.js';
-import type { Feature } from './server.js';
+import type { Feature, ServerContext } from './server.js';
+
+/** The lost-runner expiry sweep runs on the leader's coordination tick: once across the replicas. */
+const expirySweep = async (ctx: ServerContext) => (ctx.dispatch ? expireOnce(ctx.dispatch) : undefined);
 
 /** The features every production replica runs, in start order. */
 export function serverFeatures(): Feature[] {
   // Coordination first: the loops after it read the ownership it installs on the context.
-  return [coordinationFeature({ hooks: orchestratorHooks }), adminReplicaApi(), dispatchFeature({ hooks: orchestratorHooks })];
+  return [
+    coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep] }),
+    adminReplicaApi(),
+    dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
+  ];
 }

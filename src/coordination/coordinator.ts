@@ -6,7 +6,7 @@ import { shardsOf } from '../core/rendezvous.js';
 import type { Logger } from '../logger.js';
 import { startLoop } from '../loop.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
-import type { Feature } from '../server.js';
+import type { Feature, ServerContext } from '../server.js';
 import {
   coordinationLeaseAcquire,
   coordinationLeaseList,
@@ -38,6 +38,9 @@ export interface CoordinationTiming {
   leaderTtlMs: number;
 }
 
+/** The aged any-shard lane and the site fallback: an entry waiting this long is claimable by any replica. */
+export const SHARD_FALLBACK_MS = 15_000;
+
 export const DEFAULT_TIMING: CoordinationTiming = { tickMs: 5_000, stalenessMs: 15_000, shardTtlMs: 15_000, leaderTtlMs: 15_000 };
 
 /** Reclaim works in bounded batches so one sweep never holds many rows locked at once. */
@@ -45,7 +48,7 @@ const RECLAIM_BATCH = 500;
 const RECLAIM_MAX_BATCHES = 20;
 
 /** A pass run once per tick on the leader only (the lost-runner expiry sweep is one). */
-export type LeaderPass = (p: { pool: Pool; replicaId: string; leaderToken: number }) => Promise<unknown>;
+export type LeaderPass = (p: { leaderToken: number }) => Promise<unknown>;
 
 export interface CoordinationDeps {
   pool: Pool;
@@ -158,7 +161,7 @@ export async function coordinationOnce(deps: CoordinationDeps): Promise<TickRepo
     const token = state.leaderToken()!;
     liveness = await guarded(log, 'runner liveness', () => runnerLivenessSweep(pool, { pollWindowMs: deps.config.pollWindowMs, graceMs: timing.stalenessMs }), []);
     for (const c of liveness) log.info({ runner: c.runnerId, from: c.from, to: c.to }, `runner ${c.to === 'offline' ? 'marked offline' : c.to === 'watch' ? 'on the watch list' : 'back online'}`);
-    for (const pass of deps.leaderPasses ?? []) await guarded(log, 'leader pass', () => pass({ pool, replicaId: me, leaderToken: token }), undefined);
+    for (const pass of deps.leaderPasses ?? []) await guarded(log, 'leader pass', () => pass({ leaderToken: token }), undefined);
     reaped = await guarded(log, 'replica reaping', () => replicaReap(pool, { retentionMs: deps.config.replicaRetentionMs }), []);
     if (reaped.length) log.info({ reaped }, 'reaped replica rows past the retention');
     pruned = await guarded(log, 'scheduler_done retention', () => schedulerDonePrune(pool, { retentionDays: deps.config.schedulerDoneRetentionDays }), 0);
@@ -213,7 +216,8 @@ export async function coordinationRelease(deps: Pick<CoordinationDeps, 'pool' | 
 export interface CoordinationFeatureOptions {
   timing?: Partial<CoordinationTiming>;
   hooks?: Pick<OrchestratorHooks, 'stepRequeued'>;
-  leaderPasses?: LeaderPass[];
+  /** Passes run on the leader's tick, given the replica's context (e.g. the lost-runner expiry sweep). */
+  leaderPasses?: Array<(ctx: ServerContext) => Promise<unknown>>;
 }
 
 /**
@@ -234,7 +238,7 @@ export function coordinationFeature(opts: CoordinationFeatureOptions = {}): Feat
       timing: { ...DEFAULT_TIMING, ...opts.timing },
       config: ctx.config,
       hooks: opts.hooks,
-      leaderPasses: opts.leaderPasses,
+      leaderPasses: opts.leaderPasses?.map((pass) => () => pass(ctx)),
     };
     ctx.ownership = state;
     ctx.loops.push(

@@ -21,7 +21,8 @@ export class CoordinationState implements ShardOwnership {
   private shards = new Map<number, Held>();
   private leader: Held | undefined;
   private sites = new Set<string>();
-  private memberNow = false;
+  // A fresh replica is not known to be out: it answers polls from the start, and owns nothing until its first tick.
+  private memberNow = true;
 
   constructor(private readonly clock: Clock) {}
 

@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { Logger } from '../logger.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import type { Pool } from '../store/pool.js';
+import type { ClaimParams } from '../store/queue.js';
 import type { WaiterRegistry } from './waiters.js';
 
 /** What the dispatch loop and the lease lifecycle of one replica share. */
@@ -13,6 +14,8 @@ export interface DispatchDeps {
   hooks: OrchestratorHooks;
   /** Shards whose lease this replica holds now. */
   ownedShards: () => number[];
+  /** The cross-shard lanes this replica may claim from now (site lanes, aged any-shard lane). */
+  claimLanes?: () => Pick<ClaimParams, 'site' | 'liveSites' | 'agedAfterMs'>;
   ttlMs: number;
   acceptExceeding: boolean;
   /** Typed in-process signals: `dispatch:tick`, `lease:delivered`, `lease:completed`, `lease:expired`. */

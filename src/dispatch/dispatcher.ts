@@ -73,7 +73,7 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
       const open = remaining.filter((w) => w.slots > 0 && !w.drained);
       const slots = open.reduce((n, w) => n + w.slots, 0);
       if (slots === 0) break;
-      const claims = await queueClaim(client, { shards: deps.ownedShards(), limit: Math.min(CLAIM_BATCH, slots), after });
+      const claims = await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit: Math.min(CLAIM_BATCH, slots), after });
       result.claimed += claims.length;
       if (claims.length === 0) break;
       const scoped = [...new Set(claims.filter((c) => c.runScope).map((c) => c.runId))];

@@ -1,6 +1,7 @@
 import { registerRunnerRoutes } from '../api/runner-routes.js';
 import { installErrorHandler } from '../api/errors.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
+import { SHARD_FALLBACK_MS } from '../coordination/coordinator.js';
 import { startLoop } from '../loop.js';
 import type { Feature } from '../server.js';
 import { listenChannel } from '../store/listen.js';
@@ -36,6 +37,11 @@ export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
       registry,
       hooks: opts.hooks,
       ownedShards: () => ctx.ownership.owned(),
+      claimLanes: () =>
+        // Out of the membership (quiesced), a replica claims nothing at all.
+        ctx.ownership.inMembership()
+          ? { site: ctx.config.site ?? null, liveSites: [...ctx.ownership.liveSites()], agedAfterMs: SHARD_FALLBACK_MS }
+          : { site: null, liveSites: [], agedAfterMs: null },
       ttlMs: ctx.config.leaseTtlMs,
       acceptExceeding: ctx.config.acceptExceeding,
       events: ctx.events,
@@ -57,6 +63,10 @@ export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
     kickLoop = () => loop.kick();
     ctx.loops.push(loop);
     ctx.events.on('queue:enqueued', () => loop.kick());
+    // A quiesced replica answers its parked polls empty at once, so its runners fail over.
+    ctx.events.on('membership:changed', (p: { member: boolean }) => {
+      if (!p.member) registry.drainAll();
+    });
     const dbUrl = ctx.databaseUrl;
     const listener = listenChannel(dbUrl, QUEUE_CHANNEL, () => loop.kick(), (err) => deps.log.debug({ err: err.message }, 'queue listener reconnecting'));
     ctx.onStop.push(async () => {
@@ -67,6 +77,6 @@ export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
       ctx.loops.push(startLoop({ name: 'expiry', clock: ctx.clock, log: deps.log, once: async () => (await expireOnce(deps), EXPIRY_INTERVAL_MS) }));
     }
     installErrorHandler(ctx.app);
-    registerRunnerRoutes(ctx.app, deps, { pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => false) });
+    registerRunnerRoutes(ctx.app, deps, { pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => !ctx.ownership.inMembership()) });
   };
 }

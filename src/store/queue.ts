@@ -86,23 +86,49 @@ export interface ClaimParams {
   limit: number;
   /** Page after this (lane, position) within the same tick. */
   after?: { lane: number; position: number };
+  /** This replica's site: its site's stamped entries are claimable from any shard. */
+  site?: string | null;
+  /**
+   * Sites with a live replica. Another site's stamped entry is left to that site while it is
+   * live and the entry fresh; a stamp naming no live site is claimable anywhere. Empty: no
+   * replica has a site, stamps are ignored and only shard ownership counts.
+   */
+  liveSites?: string[];
+  /** The aged any-shard lane: entries ready at least this long, whichever shard. Null: off. */
+  agedAfterMs?: number | null;
 }
 
 /**
- * Locks up to `limit` due entries of the given shards in (lane, position) order, skipping rows
- * another dispatcher holds. Must run inside the delivery transaction: rows not delivered stay
- * exactly where they were when it commits.
+ * Locks up to `limit` due entries in (lane, position) order, skipping rows another dispatcher
+ * holds. Must run inside the delivery transaction: rows not delivered stay exactly where they
+ * were when it commits. Claimable are:
+ *
+ *  - fresh entries of the owned shards (unless stamped for another live site);
+ *  - this replica's own site's stamped entries, from any shard;
+ *  - stamped entries whose site has no live replica, from any shard;
+ *  - any entry that has waited `agedAfterMs` (the aged lane), from any shard.
  */
 export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<QueueEntry[]> {
-  if (p.shards.length === 0 || p.limit <= 0) return [];
+  const site = p.site ?? null;
+  const liveSites = p.liveSites ?? [];
+  const aged = p.agedAfterMs ?? null;
+  const crossShard = aged !== null || site !== null || liveSites.length > 0;
+  if ((p.shards.length === 0 && !crossShard) || p.limit <= 0) return [];
   const { rows } = await client.query(
     `SELECT * FROM queue_ready
-      WHERE shard = ANY($1::smallint[]) AND ready_at <= now()
+      WHERE ready_at <= now()
         AND ($3::int IS NULL OR (lane, position) > ($3::int, $4::bigint))
+        AND (
+              (shard = ANY($1::smallint[])
+                AND (site_stamp IS NULL OR cardinality($6::text[]) = 0 OR site_stamp = $5::text OR site_stamp <> ALL($6::text[])))
+           OR ($5::text IS NOT NULL AND site_stamp = $5::text)
+           OR (site_stamp IS NOT NULL AND cardinality($6::text[]) > 0 AND site_stamp <> ALL($6::text[]))
+           OR ($7::bigint IS NOT NULL AND ready_at <= now() - $7::bigint * interval '1 millisecond')
+        )
       ORDER BY lane, position
       LIMIT $2
       FOR UPDATE SKIP LOCKED`,
-    [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null],
+    [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null, site, liveSites, aged],
   );
   return rows.map(mapEntry);
 }
