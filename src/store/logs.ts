@@ -63,15 +63,22 @@ export async function stepLogSeal(db: Db, p: { stepId: number }): Promise<void> 
   await db.query(`UPDATE steps SET log_sealed = true WHERE id = $1`, [p.stepId]);
 }
 
-/** A run's log lines in write order, optionally one step's and only after a line id (for following). */
-export async function stepLogRead(db: Db, p: { runId: number; step?: string; afterId?: number; limit?: number }): Promise<LogLine[]> {
+/**
+ * A run's log lines in write order, optionally one step's. `after` maps a step id to the last line
+ * id already seen of that step: following per step, because two steps' appends commit in their own
+ * transactions and a single cursor could step over a line that committed late.
+ */
+export async function stepLogRead(db: Db, p: { runId: number; step?: string; after?: Map<number, number>; limit?: number }): Promise<LogLine[]> {
+  const after = [...(p.after ?? new Map<number, number>()).entries()];
   const { rows } = await db.query(
     `SELECT l.id, l.step_id, s.name, l.attempt, l.stream, l.chunk, l.at
-       FROM step_logs l JOIN steps s ON s.id = l.step_id
-      WHERE s.run_id = $1 AND ($2::text IS NULL OR s.name = $2) AND l.id > $3
+       FROM step_logs l
+       JOIN steps s ON s.id = l.step_id
+       LEFT JOIN unnest($3::bigint[], $4::bigint[]) AS c(step_id, after_id) ON c.step_id = l.step_id
+      WHERE s.run_id = $1 AND ($2::text IS NULL OR s.name = $2) AND l.id > coalesce(c.after_id, 0)
       ORDER BY l.id
-      LIMIT $4`,
-    [p.runId, p.step ?? null, p.afterId ?? 0, p.limit ?? 10_000],
+      LIMIT $5`,
+    [p.runId, p.step ?? null, after.map(([k]) => k), after.map(([, v]) => v), p.limit ?? 10_000],
   );
   return rows.map((r) => ({ id: Number(r.id), stepId: Number(r.step_id), step: r.name, attempt: r.attempt, stream: r.stream, text: r.chunk, at: r.at }));
 }

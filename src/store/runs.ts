@@ -410,3 +410,22 @@ export async function runnerName(db: Db, runnerId: string): Promise<string> {
   const { rows } = await db.query(`SELECT name FROM runners WHERE id = $1`, [runnerId]);
   return rows[0]?.name ?? runnerId;
 }
+
+/** A run, its steps (with runner names) and the store's clock, read in one snapshot. */
+export async function runRead(db: Pool, runId: number): Promise<{ run: RunRow; steps: StepRow[]; now: Date } | null> {
+  const client = await db.connect();
+  try {
+    // One repeatable-read snapshot, so the steps agree with the run they are shown under.
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    const run = await runGet(client, runId);
+    const steps = run ? await runSteps(client, runId) : [];
+    const { rows } = await client.query('SELECT now() AS now');
+    await client.query('COMMIT');
+    return run ? { run, steps, now: rows[0].now } : null;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
