@@ -60,3 +60,22 @@ export function placementMatches(req: PlacementRequirement | null | undefined, r
 export function isDrained(r: RunnerPosture & { drained?: boolean }, drains: DrainState = NO_DRAINS): boolean {
   return r.drained === true || drains.runners.has(r.runnerId) || (r.group !== null && drains.groups.has(r.group));
 }
+
+/** Write-time validation of a requirement: what is wrong with it, empty when it is well formed. */
+export function requirementProblems(req: PlacementRequirement): string[] {
+  const problems: string[] = [];
+  const nonEmpty = (s: unknown) => typeof s === 'string' && s.trim() !== '' && s === s.trim();
+  if (req.group !== undefined) {
+    const groups = Array.isArray(req.group) ? req.group : [req.group];
+    if (groups.length === 0) problems.push('group: an empty set matches no runner');
+    for (const g of groups) if (!nonEmpty(g)) problems.push(`group: ${JSON.stringify(g)} is not a group name`);
+  }
+  for (const [key, values] of Object.entries(req.selectors ?? {})) {
+    if (!nonEmpty(key)) problems.push(`selectors: ${JSON.stringify(key)} is not an attribute name`);
+    if (!Array.isArray(values) || values.length === 0) problems.push(`selectors.${key}: an empty set matches no group`);
+    else for (const v of values) if (!nonEmpty(v)) problems.push(`selectors.${key}: ${JSON.stringify(v)} is not a value`);
+  }
+  for (const l of req.labels ?? []) if (!nonEmpty(l)) problems.push(`labels: ${JSON.stringify(l)} is not a label`);
+  for (const x of req.executors ?? []) if (!nonEmpty(x)) problems.push(`executors: ${JSON.stringify(x)} is not an executor`);
+  return problems;
+}

@@ -1,0 +1,206 @@
+import type { QueueEntry } from '../core/entry.js';
+import type { DrainState } from '../core/placement.js';
+import type { PoolState } from '../core/plan.js';
+import type { VerdictRunner } from '../core/verdict.js';
+import { auditRecord } from './audit.js';
+import { runOutstandingRead, runPinRead } from './pins.js';
+import { poolStateRead } from './pools.js';
+import { mapEntry } from './queue.js';
+import { withTransaction, type Pool, type PoolClient } from './pool.js';
+
+type Db = Pool | PoolClient;
+
+/** A registered runner with its group's facts, drain state and running load. */
+export interface FleetRunnerRow extends VerdictRunner {
+  /** Drained itself or through its group (what matching reads). */
+  drained: boolean;
+  runnerDrained: boolean;
+  groupDrained: boolean;
+  drainReason: string | null;
+  online: boolean;
+  state: string;
+  site: string | null;
+  maxParallelSteps: number;
+  lastSeenAt: Date;
+  /** Live leases delivered to it. */
+  leases: number;
+}
+
+const mapRunner = (r: any): FleetRunnerRow => ({
+  runnerId: r.id,
+  runnerName: r.name,
+  group: r.group_name,
+  labels: r.labels ?? [],
+  executors: r.executors ?? [],
+  groupAttributes: r.attributes ?? {},
+  exclusive: r.exclusive,
+  maxLoad: Number(r.max_load),
+  runningLoad: Number(r.running_load),
+  drained: r.drained || r.group_drained,
+  runnerDrained: r.drained,
+  groupDrained: r.group_drained,
+  drainReason: r.drained ? r.drain_reason : r.group_drained ? r.group_drain_reason : null,
+  online: r.state !== 'offline',
+  state: r.state,
+  site: r.site,
+  maxParallelSteps: r.max_parallel_steps,
+  lastSeenAt: r.last_seen_at,
+  leases: Number(r.leases),
+});
+
+/**
+ * The whole fleet in one statement: every undeleted runner with its group's attributes, exclusive
+ * and drain flags, and its running load (the sum of its delivered leases' loads).
+ */
+export async function fleetRead(db: Db): Promise<FleetRunnerRow[]> {
+  const { rows } = await db.query(
+    `SELECT r.id, r.name, r.group_name, r.labels, r.executors, r.max_load, r.max_parallel_steps, r.site, r.state,
+            r.last_seen_at, r.drained, r.drain_reason,
+            coalesce(g.attributes, '{}'::jsonb) AS attributes, coalesce(g.exclusive, false) AS exclusive,
+            coalesce(g.drained, false) AS group_drained, g.drain_reason AS group_drain_reason,
+            coalesce(l.load, 0) AS running_load, coalesce(l.n, 0) AS leases
+       FROM runners r
+       LEFT JOIN runner_groups g ON g.name = r.group_name
+       LEFT JOIN (SELECT runner_id, sum(load) AS load, count(*) AS n FROM scheduler_job_leases
+                   WHERE runner_id IS NOT NULL GROUP BY runner_id) l ON l.runner_id = r.id
+      WHERE r.deleted_at IS NULL
+      ORDER BY r.name, r.id`,
+  );
+  return rows.map(mapRunner);
+}
+
+/** Every operator drain in force, in one statement however large the fleet: read once per tick. */
+export async function fleetDrainState(db: Db): Promise<DrainState> {
+  const { rows } = await db.query(
+    `SELECT 'runner' AS kind, id AS name FROM runners WHERE drained AND deleted_at IS NULL
+     UNION ALL
+     SELECT 'group', name FROM runner_groups WHERE drained`,
+  );
+  return {
+    runners: new Set(rows.filter((r) => r.kind === 'runner').map((r) => r.name)),
+    groups: new Set(rows.filter((r) => r.kind === 'group').map((r) => r.name)),
+  };
+}
+
+export interface DrainResult {
+  kind: 'runner' | 'group';
+  /** Runner ids, or the group name. */
+  targets: string[];
+  drained: boolean;
+  /** false when it already was in that state (the lever is idempotent). */
+  changed: boolean;
+}
+
+export class DrainTargetError extends Error {
+  constructor(message: string, readonly code: 'not_found' | 'ambiguous') {
+    super(message);
+  }
+}
+
+/**
+ * Drains or undrains a runner (by id, else by unique name) or a group, and records the lever in
+ * the audit log, in one transaction. A group need not have a row yet: draining creates it.
+ */
+export async function fleetDrainSet(pool: Pool, p: { runner?: string; group?: string; drained: boolean; reason?: string | null; actor: string; source?: string }): Promise<DrainResult> {
+  return withTransaction(pool, async (client) => {
+    let result: DrainResult;
+    if (p.group !== undefined) {
+      const before = await client.query(`SELECT drained FROM runner_groups WHERE name = $1 FOR UPDATE`, [p.group]);
+      await client.query(
+        `INSERT INTO runner_groups AS g (name, drained, drain_reason) VALUES ($1, $2, CASE WHEN $2 THEN $3 END)
+         ON CONFLICT (name) DO UPDATE SET drained = $2, drain_reason = CASE WHEN $2 THEN coalesce($3, g.drain_reason) END, updated_at = now()`,
+        [p.group, p.drained, p.reason ?? null],
+      );
+      const was: boolean = before.rows[0]?.drained ?? false;
+      result = { kind: 'group', targets: [p.group], drained: p.drained, changed: was !== p.drained };
+    } else {
+      const runner = p.runner ?? '';
+      const { rows: found } = await client.query(
+        `SELECT id, drained FROM runners WHERE deleted_at IS NULL AND (id = $1 OR (name = $1 AND NOT EXISTS (SELECT 1 FROM runners WHERE id = $1 AND deleted_at IS NULL))) FOR UPDATE`,
+        [runner],
+      );
+      if (found.length === 0) throw new DrainTargetError(`no runner with id or name ${runner}`, 'not_found');
+      if (found.length > 1) throw new DrainTargetError(`${found.length} runners are named ${runner}: give the runner id (${found.map((r) => r.id).join(', ')})`, 'ambiguous');
+      await client.query(
+        `UPDATE runners SET drained = $2, drain_reason = CASE WHEN $2 THEN coalesce($3, drain_reason) END WHERE id = $1`,
+        [found[0].id, p.drained, p.reason ?? null],
+      );
+      result = { kind: 'runner', targets: [found[0].id], drained: p.drained, changed: found[0].drained !== p.drained };
+    }
+    await auditRecord(client, {
+      actor: p.actor,
+      action: p.drained ? 'fleet.drain' : 'fleet.undrain',
+      target: `${result.kind}:${result.targets[0]}`,
+      source: p.source,
+      detail: { reason: p.reason ?? null, changed: result.changed },
+    });
+    return result;
+  });
+}
+
+export interface PostureRow { halted: boolean; quiesced: boolean; reason: string | null; actor: string | null; since: Date }
+
+/** The one fleet posture row (halt, quiesce). */
+export async function fleetPostureRead(db: Db): Promise<PostureRow> {
+  const { rows } = await db.query(`SELECT halted, quiesced, reason, actor, since FROM fleet_posture WHERE id`);
+  const r = rows[0] ?? { halted: false, quiesced: false, reason: null, actor: null, since: new Date(0) };
+  return { halted: r.halted, quiesced: r.quiesced, reason: r.reason, actor: r.actor, since: r.since };
+}
+
+export interface LeasedEntry extends QueueEntry {
+  holder: string;
+  runnerId: string | null;
+  claimedAt: Date;
+  deliveredAt: Date | null;
+  ackedAt: Date | null;
+  expiresAt: Date;
+  executing: boolean;
+}
+
+/** Everything the fleet-queue view needs, read in a handful of set-based statements. */
+export interface FleetQueueSnapshot {
+  now: Date;
+  ready: QueueEntry[];
+  /** How many ready entries exist in all (the list stops at the limit). */
+  readyTotal: number;
+  leased: LeasedEntry[];
+  runners: FleetRunnerRow[];
+  posture: PostureRow;
+  pins: Map<number, string>;
+  outstandingByRun: Map<number, number>;
+  pools: PoolState;
+}
+
+export async function fleetQueueRead(db: Db, p: { limit?: number } = {}): Promise<FleetQueueSnapshot> {
+  const limit = p.limit ?? 1000;
+  const ready = await db.query(`SELECT *, now() AS db_now, count(*) OVER () AS total FROM queue_ready ORDER BY lane, ready_at, position LIMIT $1`, [limit]);
+  const leased = await db.query(`SELECT * FROM scheduler_job_leases ORDER BY claimed_at, step_id`);
+  const runners = await fleetRead(db);
+  const posture = await fleetPostureRead(db);
+  const runIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.run_id)))];
+  const pins = await runPinRead(db, runIds);
+  const outstandingByRun = await runOutstandingRead(db, runIds);
+  const pools = await poolStateRead(db, [...new Set(ready.rows.flatMap((r) => r.pools as string[]))]);
+  let now: Date = ready.rows[0]?.db_now;
+  if (!now) now = (await db.query(`SELECT now() AS now`)).rows[0].now;
+  return {
+    now,
+    ready: ready.rows.map(mapEntry),
+    readyTotal: Number(ready.rows[0]?.total ?? 0),
+    leased: leased.rows.map((r) => ({
+      ...mapEntry(r),
+      holder: r.holder,
+      runnerId: r.runner_id,
+      claimedAt: r.claimed_at,
+      deliveredAt: r.delivered_at,
+      ackedAt: r.acked_at,
+      expiresAt: r.expires_at,
+      executing: r.executing,
+    })),
+    runners,
+    posture,
+    pins,
+    outstandingByRun,
+    pools,
+  };
+}
