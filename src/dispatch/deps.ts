@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'node:events';
+import type { FairShare } from '../core/stride.js';
 import type { Logger } from '../logger.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import type { Pool } from '../store/pool.js';
@@ -18,6 +19,8 @@ export interface DispatchDeps {
   claimLanes?: () => Pick<ClaimParams, 'site' | 'liveSites' | 'agedAfterMs'>;
   ttlMs: number;
   acceptExceeding: boolean;
+  /** This dispatcher's stride fair-share state: in memory, charged only for deliveries that committed. */
+  fair: FairShare;
   /** Typed in-process signals: `dispatch:tick`, `lease:delivered`, `lease:completed`, `lease:expired`. */
   events: EventEmitter;
   /** Wake the dispatch loop now (capacity freed, work enqueued). */

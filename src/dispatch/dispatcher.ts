@@ -1,7 +1,9 @@
 import type { QueueEntry, Waiter } from '../core/entry.js';
-import { planDelivery, type Delivery } from '../core/plan.js';
+import { planDelivery, type Delivery, type FleetRunner } from '../core/plan.js';
 import { leaseDeliver, leasesOutstandingByRun, offerDetails, pinsCreate, pinsForRuns, type LeaseRow, type OfferDetail } from '../store/leases.js';
+import { fleetRead } from '../store/fleet.js';
 import { withTransaction } from '../store/pool.js';
+import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
 import { postureRead } from '../store/posture.js';
 import { queueClaim } from '../store/queue.js';
 import { runnerPostures } from '../store/runners.js';
@@ -66,9 +68,16 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
   if (totalSlots === 0) return result;
 
   const delivered = await withTransaction(deps.pool, async (client) => {
-    const deliveries: Delivery[] = [];
+    let deliveries: Delivery[] = [];
     let after: { lane: number; position: number } | undefined;
     const remaining = waiters.map((w) => ({ ...w }));
+    // What earlier pages of this tick planned and the store does not show yet: the next page's
+    // plan counts them, so a pin binds its siblings and no cap or pool limit is overrun.
+    const fair = deps.fair.clone();
+    const tickPins = new Map<number, string>();
+    const tickOut = new Map<number, number>();
+    const tickHolds = new Map<string, number>();
+    let fleet: FleetRunner[] | undefined;
     for (let page = 0; page < MAX_PAGES; page++) {
       const open = remaining.filter((w) => w.slots > 0 && !w.drained);
       const slots = open.reduce((n, w) => n + w.slots, 0);
@@ -76,12 +85,28 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
       const claims = await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit: Math.min(CLAIM_BATCH, slots), after });
       result.claimed += claims.length;
       if (claims.length === 0) break;
-      const scoped = [...new Set(claims.filter((c) => c.runScope).map((c) => c.runId))];
-      const [pins, outstanding] = await Promise.all([pinsForRuns(client, scoped), leasesOutstandingByRun(client, scoped)]);
-      const plan = planDelivery({ claims, waiters: open, pools: new Map(), pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding });
+      const scoped = [...new Set(claims.map((c) => c.runId))];
+      const pins = await pinsForRuns(client, scoped);
+      const outstanding = await leasesOutstandingByRun(client, scoped);
+      const pools = await poolStateRead(client, [...new Set(claims.flatMap((c) => c.pools))]);
+      for (const [run, runner] of tickPins) pins.set(run, runner);
+      for (const [run, n] of tickOut) outstanding.set(run, (outstanding.get(run) ?? 0) + n);
+      for (const [name, n] of tickHolds) {
+        const p = pools.get(name);
+        if (p) p.held += n;
+      }
+      // "Exceeds every max_load" is judged against the whole fleet, read only when a claim is
+      // larger than some parked runner could ever take.
+      const smallest = Math.min(...open.map((w) => w.maxLoad));
+      if (!fleet && claims.some((c) => c.load > smallest)) fleet = (await fleetRead(client)).filter((r) => !r.drained);
+      const plan = planDelivery({ claims, waiters: open, pools, pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding, fairShare: fair, fleet });
       result.returned += plan.returned.length;
       for (const d of plan.deliveries) {
         deliveries.push(d);
+        fair.charge(d.entry.lane, d.entry.fairKey, d.entry.weight);
+        if (d.pin) tickPins.set(d.entry.runId, d.waiter.runnerId);
+        if (d.entry.runScope || pins.has(d.entry.runId)) tickOut.set(d.entry.runId, (tickOut.get(d.entry.runId) ?? 0) + 1);
+        for (const name of d.entry.pools) tickHolds.set(name, (tickHolds.get(name) ?? 0) + 1);
         const w = remaining.find((x) => x.runnerId === d.waiter.runnerId)!;
         w.slots -= 1;
         w.runningLoad += d.entry.load;
@@ -90,8 +115,24 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
       const last: QueueEntry = claims[claims.length - 1];
       after = { lane: last.lane, position: last.position };
     }
-    if (deliveries.length === 0) return { leases: [] as Array<{ lease: LeaseRow; call: ParkedAcquire }>, details: new Map<number, OfferDetail>() };
-    await pinsCreate(client, deliveries.filter((d) => d.pin).map((d) => ({ runId: d.entry.runId, runnerId: d.waiter.runnerId })));
+    if (deliveries.length === 0) return { leases: [] as Array<{ lease: LeaseRow; call: ParkedAcquire }>, details: new Map<number, OfferDetail>(), deliveries };
+    // Pool holds, all or none per step, limit rows locked in name order; a step another replica
+    // filled the pool ahead of stays queued (its claim is simply not delivered).
+    const granted = await poolHoldAcquireMany(client, deliveries.filter((d) => d.entry.pools.length > 0).map((d) => ({ stepId: d.entry.stepId, attempt: d.entry.attempt, pools: d.entry.pools })));
+    deliveries = deliveries.filter((d) => d.entry.pools.length === 0 || granted.has(d.entry.stepId));
+    // Pins are written before the deliveries, in this transaction, for every run this tick pinned
+    // that still has a delivery. A run another replica pinned meanwhile (aged any-shard claims)
+    // keeps that pin: deliveries here that disagree with it are dropped.
+    const pinRuns = [...new Set(deliveries.filter((d) => tickPins.has(d.entry.runId)).map((d) => d.entry.runId))];
+    if (pinRuns.length > 0) {
+      await pinsCreate(client, pinRuns.map((runId) => ({ runId, runnerId: tickPins.get(runId)! })));
+      const actual = await pinsForRuns(client, pinRuns);
+      const dropped = deliveries.filter((d) => actual.has(d.entry.runId) && actual.get(d.entry.runId) !== d.waiter.runnerId);
+      if (dropped.length > 0) {
+        await poolHoldRelease(client, dropped.map((d) => d.entry.stepId));
+        deliveries = deliveries.filter((d) => !dropped.includes(d));
+      }
+    }
     // Offers go to specific acquire calls: spread a runner's deliveries over its parked calls.
     const items = deliveries.map((d) => ({ stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: null as string | null }));
     const callOf = new Map<number, ParkedAcquire>();
@@ -106,10 +147,22 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
     const leases = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items: items.filter((i) => callOf.has(i.stepId)) });
     await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! })));
     const details = await offerDetails(client, leases.map((l) => l.stepId));
-    return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details };
+    return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries };
   });
 
   result.delivered = delivered.leases.length;
+  // Fair-share advances only for deliveries that committed.
+  const committed = new Set(delivered.leases.map((l) => l.lease.stepId));
+  for (const d of delivered.deliveries) {
+    if (!committed.has(d.entry.stepId)) continue;
+    deps.fair.charge(d.entry.lane, d.entry.fairKey, d.entry.weight);
+    if (d.exceedsMaxLoad) {
+      deps.log.warn(
+        { stepId: d.entry.stepId, runId: d.entry.runId, load: d.entry.load, runner: d.waiter.runnerName, maxLoad: d.waiter.maxLoad },
+        'step load exceeds every matching runner\'s max_load: accepted by the most capable runner while idle (accept_exceeding)',
+      );
+    }
+  }
   if (delivered.leases.length > 0) await answer(deps, delivered.leases, delivered.details);
   deps.events.emit('dispatch:tick', result);
   return result;

@@ -1,4 +1,5 @@
 import { registerRunnerRoutes } from '../api/runner-routes.js';
+import { FairShare } from '../core/stride.js';
 import { installErrorHandler } from '../api/errors.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import { SHARD_FALLBACK_MS } from '../coordination/coordinator.js';
@@ -44,6 +45,7 @@ export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
           : { site: null, liveSites: [], agedAfterMs: null },
       ttlMs: ctx.config.leaseTtlMs,
       acceptExceeding: ctx.config.acceptExceeding,
+      fair: new FairShare(),
       events: ctx.events,
       kick: () => kickLoop(),
     };

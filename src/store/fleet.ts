@@ -3,10 +3,11 @@ import type { DrainState } from '../core/placement.js';
 import type { PoolState } from '../core/plan.js';
 import type { VerdictRunner } from '../core/verdict.js';
 import { auditRecord } from './audit.js';
-import { runOutstandingRead, runPinRead } from './pins.js';
+import { leasesOutstandingByRun, pinsForRuns } from './leases.js';
 import { poolStateRead } from './pools.js';
 import { mapEntry } from './queue.js';
 import { withTransaction, type Pool, type PoolClient } from './pool.js';
+import { postureRead, type FleetPosture } from './posture.js';
 
 type Db = Pool | PoolClient;
 
@@ -138,15 +139,6 @@ export async function fleetDrainSet(pool: Pool, p: { runner?: string; group?: st
   });
 }
 
-export interface PostureRow { halted: boolean; quiesced: boolean; reason: string | null; actor: string | null; since: Date }
-
-/** The one fleet posture row (halt, quiesce). */
-export async function fleetPostureRead(db: Db): Promise<PostureRow> {
-  const { rows } = await db.query(`SELECT halted, quiesced, reason, actor, since FROM fleet_posture WHERE id`);
-  const r = rows[0] ?? { halted: false, quiesced: false, reason: null, actor: null, since: new Date(0) };
-  return { halted: r.halted, quiesced: r.quiesced, reason: r.reason, actor: r.actor, since: r.since };
-}
-
 export interface LeasedEntry extends QueueEntry {
   holder: string;
   runnerId: string | null;
@@ -165,7 +157,7 @@ export interface FleetQueueSnapshot {
   readyTotal: number;
   leased: LeasedEntry[];
   runners: FleetRunnerRow[];
-  posture: PostureRow;
+  posture: FleetPosture;
   pins: Map<number, string>;
   outstandingByRun: Map<number, number>;
   pools: PoolState;
@@ -176,10 +168,10 @@ export async function fleetQueueRead(db: Db, p: { limit?: number } = {}): Promis
   const ready = await db.query(`SELECT *, now() AS db_now, count(*) OVER () AS total FROM queue_ready ORDER BY lane, ready_at, position LIMIT $1`, [limit]);
   const leased = await db.query(`SELECT * FROM scheduler_job_leases ORDER BY claimed_at, step_id`);
   const runners = await fleetRead(db);
-  const posture = await fleetPostureRead(db);
+  const posture = await postureRead(db);
   const runIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.run_id)))];
-  const pins = await runPinRead(db, runIds);
-  const outstandingByRun = await runOutstandingRead(db, runIds);
+  const pins = await pinsForRuns(db, runIds);
+  const outstandingByRun = await leasesOutstandingByRun(db, runIds);
   const pools = await poolStateRead(db, [...new Set(ready.rows.flatMap((r) => r.pools as string[]))]);
   let now: Date = ready.rows[0]?.db_now;
   if (!now) now = (await db.query(`SELECT now() AS now`)).rows[0].now;

@@ -63,23 +63,54 @@ export async function poolStateRead(db: Db, names: string[]): Promise<PoolState>
  * granted. A step already holding a pool (a repeated call) keeps it and is not counted twice.
  */
 export async function poolHoldAcquire(client: PoolClient, p: { stepId: number; attempt: number; pools: string[] }): Promise<boolean> {
-  const pools = [...new Set(p.pools)].sort();
-  if (pools.length === 0) return true;
-  const { rows: limits } = await client.query(`SELECT name, max_holders FROM pool_limits WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`, [pools]);
-  if (limits.length > 0) {
-    const { rows: counts } = await client.query(
-      `SELECT pool, count(*) FILTER (WHERE step_id <> $2) AS others FROM pool_holds WHERE pool = ANY($1::text[]) GROUP BY pool`,
-      [limits.map((l) => l.name), p.stepId],
-    );
-    const others = new Map(counts.map((c) => [c.pool as string, Number(c.others)]));
-    if (limits.some((l) => (others.get(l.name) ?? 0) >= l.max_holders)) return false;
+  return (await poolHoldAcquireMany(client, [p])).has(p.stepId);
+}
+
+/**
+ * poolHoldAcquire for a whole tick's deliveries: the union of their limit rows is locked once, in
+ * name order, before any hold is counted (locking step by step would take rows out of order across
+ * steps and could deadlock with another replica). Steps are admitted in the order given, each all
+ * or none; returns the step ids whose holds were taken (steps demanding no pool included).
+ */
+export async function poolHoldAcquireMany(client: PoolClient, items: Array<{ stepId: number; attempt: number; pools: string[] }>): Promise<Set<number>> {
+  const granted = new Set<number>();
+  const names = [...new Set(items.flatMap((i) => i.pools))].sort();
+  if (names.length === 0) return new Set(items.map((i) => i.stepId));
+  const { rows: limitRows } = await client.query(`SELECT name, max_holders FROM pool_limits WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`, [names]);
+  const limits = new Map(limitRows.map((l) => [l.name as string, l.max_holders as number]));
+  const held = new Map<string, Set<number>>();
+  if (limits.size > 0) {
+    const { rows } = await client.query(`SELECT pool, step_id FROM pool_holds WHERE pool = ANY($1::text[])`, [[...limits.keys()]]);
+    for (const r of rows) {
+      if (!held.has(r.pool)) held.set(r.pool, new Set());
+      held.get(r.pool)!.add(Number(r.step_id));
+    }
   }
-  await client.query(
-    `INSERT INTO pool_holds (pool, step_id, attempt) SELECT unnest($1::text[]), $2, $3
-     ON CONFLICT (pool, step_id) DO UPDATE SET attempt = EXCLUDED.attempt`,
-    [pools, p.stepId, p.attempt],
-  );
-  return true;
+  const inserts: Array<{ pool: string; stepId: number; attempt: number }> = [];
+  for (const item of items) {
+    const pools = [...new Set(item.pools)].sort();
+    const fits = pools.every((name) => {
+      const limit = limits.get(name);
+      if (limit === undefined) return true;
+      const holders = held.get(name) ?? new Set<number>();
+      return holders.has(item.stepId) || holders.size < limit;
+    });
+    if (!fits) continue;
+    granted.add(item.stepId);
+    for (const name of pools) {
+      if (!held.has(name)) held.set(name, new Set());
+      held.get(name)!.add(item.stepId);
+      inserts.push({ pool: name, stepId: item.stepId, attempt: item.attempt });
+    }
+  }
+  if (inserts.length > 0) {
+    await client.query(
+      `INSERT INTO pool_holds (pool, step_id, attempt) SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[])
+       ON CONFLICT (pool, step_id) DO UPDATE SET attempt = EXCLUDED.attempt`,
+      [inserts.map((i) => i.pool), inserts.map((i) => i.stepId), inserts.map((i) => i.attempt)],
+    );
+  }
+  return granted;
 }
 
 /** Releases every hold of the steps (complete, release, expiry, cancel); returns how many went. */

@@ -140,7 +140,8 @@ describe('the lease lifecycle over the runner protocol', () => {
   });
 
   it('hands several offers to one call that asks for them', async () => {
-    const r = await runner();
+    // Room for three steps of load 1 at once (max_load defaults to 1).
+    const r = await new TestRunner(server.url).register(regToken, { max_load: 3 });
     await seedRun(db.current.pool, { steps: [1, 2, 3, 4, 5].map((i) => ({ name: `s${i}` })) });
     const res = await r.acquire({ max_offers: 3 });
     expect(res.body.offers).toHaveLength(3);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { fleetDrainSet, fleetDrainState, fleetQueueRead, fleetRead } from '../../src/store/fleet.js';
 import { groupList, groupSet } from '../../src/store/groups.js';
-import { runOutstandingRead, runPinCreate, runPinDelete, runPinRead } from '../../src/store/pins.js';
+import { leasesOutstandingByRun } from '../../src/store/leases.js';
 import { placementBind, placementList, placementUnbind } from '../../src/store/placement.js';
 import { projectList, projectSet } from '../../src/store/projects.js';
 import { queueEnqueue } from '../../src/store/queue.js';
@@ -26,7 +26,7 @@ describe('fleet store', () => {
       ['alpha', 'prod', { location: 'dc1' }, true, 3.5, 2, true],
       ['beta', null, {}, false, 0, 0, false],
     ]);
-    expect(await runOutstandingRead(pool, [1, 2])).toEqual(new Map([[1, 2]]));
+    expect(await leasesOutstandingByRun(pool, [1, 2])).toEqual(new Map([[1, 2], [2, 1]]));
   });
 
   it('drains and undrains runners (by id or name) and groups idempotently, audited', async () => {
@@ -56,16 +56,6 @@ describe('fleet store', () => {
       ['edge', false, 0],
       ['prod', false, 1],
     ]);
-  });
-
-  it('pins a run once and never re-points it', async () => {
-    const pool = db.current.pool;
-    expect(await runPinCreate(pool, { runId: 50, runnerId: 'r-a' })).toBe('r-a');
-    expect(await runPinCreate(pool, { runId: 50, runnerId: 'r-b' })).toBe('r-a');
-    expect(await runPinRead(pool, [50, 51])).toEqual(new Map([[50, 'r-a']]));
-    const racing = await Promise.all([1, 2, 3, 4].map((i) => runPinCreate(pool, { runId: 60, runnerId: `r-${i}` })));
-    expect(new Set(racing).size).toBe(1);
-    expect(await runPinDelete(pool, [50, 60])).toBe(2);
   });
 
   it('keeps project weights and path bindings', async () => {
