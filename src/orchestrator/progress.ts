@@ -40,7 +40,9 @@ export async function runRollUp(client: PoolClient, run: RunRow): Promise<RunRow
     cause = `step ${p.firstSystemError.name}: ${p.firstSystemError.cause ?? 'system error'}`;
   } else if (p.firstFailed) {
     status = 'failed';
-    cause = `step ${p.firstFailed.name} failed${p.firstFailed.exitCode !== null ? ` with exit code ${p.firstFailed.exitCode}` : ''}${p.firstFailed.cause ? `: ${p.firstFailed.cause}` : ''}`;
+    // The runner's own cause usually names the exit code already; say it once.
+    const f = p.firstFailed;
+    cause = f.cause ? `step ${f.name} failed: ${f.cause}` : `step ${f.name} failed${f.exitCode !== null ? ` with exit code ${f.exitCode}` : ''}`;
   } else if (p.counts.cancelled > 0) status = 'cancelled';
   await runFinish(client, { runId: run.id, status, cause });
   await runPinRemove(client, run.id);

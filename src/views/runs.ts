@@ -160,7 +160,7 @@ export function stepProgressLine(before: StepView | undefined, after: StepView):
     case 'succeeded':
       return `${after.name}: succeeded${after.durationMs !== null ? ` in ${formatDuration(after.durationMs)}` : ''}`;
     case 'failed':
-      return `${after.name}: failed${after.exitCode !== null ? ` with exit code ${after.exitCode}` : ''}${after.cause ? ` (${after.cause})` : ''}`;
+      return `${after.name}: failed${after.cause ? ` (${after.cause})` : after.exitCode !== null ? ` with exit code ${after.exitCode}` : ''}`;
     default:
       return `${after.name}: ${after.status}${after.cause ? ` (${after.cause})` : ''}`;
   }

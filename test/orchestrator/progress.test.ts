@@ -59,6 +59,29 @@ describe('orchestration through the lease lifecycle hooks', () => {
     expect(await queued(pool, run)).toEqual([['d', 1]]);
   });
 
+  it('the batch hooks lock each run once, in run order, and free a join exactly once', async () => {
+    const pool = db.current.pool;
+    const r1 = await submit(DIAMOND);
+    const r2 = await submit('name: two\nsteps:\n  x: { run: exit 1, needs: [] }\n  y: { run: echo y, needs: [x] }\n');
+    await runStep(pool, r1, 'a');
+    const b = await deliver(pool, { run: r1, step: 'b' });
+    const c = await deliver(pool, { run: r1, step: 'c' });
+    const x = await deliver(pool, { run: r2, step: 'x' });
+    await withTransaction(pool, (client) =>
+      orchestratorHooks.stepsFinished(client, [
+        { stepId: x.stepId, runId: r2, attempt: 1, status: 'failed', exitCode: 1, cause: 'exited with code 1', runnerId: 'rnr_test' },
+        { stepId: c.stepId, attempt: 1, status: 'succeeded', exitCode: 0, cause: null, runnerId: 'rnr_test' },
+        { stepId: b.stepId, runId: r1, attempt: 1, status: 'succeeded', exitCode: 0, cause: null, runnerId: 'rnr_test' },
+        // A stale attempt in the same batch is ignored.
+        { stepId: b.stepId, runId: r1, attempt: 7, status: 'failed', exitCode: 1, cause: null, runnerId: 'rnr_test' },
+      ]),
+    );
+    expect(await queued(pool, r1)).toEqual([['d', 1]]);
+    expect(await stepStates(pool, r1)).toEqual({ a: 'succeeded/1', b: 'succeeded/1', c: 'succeeded/1', d: 'ready/1' });
+    expect(await runState(pool, r2)).toEqual({ status: 'failed', cause: 'step x failed: exited with code 1', finished: true });
+    expect(await stepStates(pool, r2)).toEqual({ x: 'failed/1', y: 'skipped/0' });
+  });
+
   it('a failure skips its dependents transitively, lets independent work finish, then fails the run', async () => {
     const pool = db.current.pool;
     const run = await submit(`
