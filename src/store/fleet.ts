@@ -163,10 +163,15 @@ export interface FleetQueueSnapshot {
   pools: PoolState;
 }
 
-export async function fleetQueueRead(db: Db, p: { limit?: number } = {}): Promise<FleetQueueSnapshot> {
+/** The whole queue, or (runId) one run's entries only, as `runs show` reads them. */
+export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number } = {}): Promise<FleetQueueSnapshot> {
   const limit = p.limit ?? 1000;
-  const ready = await db.query(`SELECT *, now() AS db_now, count(*) OVER () AS total FROM queue_ready ORDER BY lane, ready_at, position LIMIT $1`, [limit]);
-  const leased = await db.query(`SELECT * FROM scheduler_job_leases ORDER BY claimed_at, step_id`);
+  const runId = p.runId ?? null;
+  const ready = await db.query(
+    `SELECT *, now() AS db_now, count(*) OVER () AS total FROM queue_ready WHERE $2::bigint IS NULL OR run_id = $2 ORDER BY lane, ready_at, position LIMIT $1`,
+    [limit, runId],
+  );
+  const leased = await db.query(`SELECT * FROM scheduler_job_leases WHERE $1::bigint IS NULL OR run_id = $1 ORDER BY claimed_at, step_id`, [runId]);
   const runners = await fleetRead(db);
   const posture = await postureRead(db);
   const runIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.run_id)))];

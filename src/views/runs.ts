@@ -33,6 +33,8 @@ export interface StepView {
   startedAt: string | null;
   finishedAt: string | null;
   durationMs: number | null;
+  /** For a queued (ready) step: the gate holding it, as `fleet queue` reports it; null otherwise. */
+  verdict: { code: string; reason: string; satisfiable: boolean } | null;
 }
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
@@ -57,8 +59,11 @@ export function treeOrder<T extends { name: string; needs: string[] }>(steps: T[
   return [...out, ...steps.filter((s) => !placed.has(s.name))];
 }
 
-/** The run and its steps in dependency order; durations of unfinished things run to `now` (the store's clock). */
-export function runView(run: RunRow, steps: StepRow[], now: Date): RunView {
+/**
+ * The run and its steps in dependency order; durations of unfinished things run to `now` (the
+ * store's clock). `verdicts` (step id → verdict) explains the steps still queued.
+ */
+export function runView(run: RunRow, steps: StepRow[], now: Date, verdicts?: Map<number, StepView['verdict']>): RunView {
   const depth = new Map<string, number>();
   const ordered = treeOrder(steps);
   for (const s of ordered) depth.set(s.name, Math.max(-1, ...s.needs.map((n) => depth.get(n) ?? -1)) + 1);
@@ -88,6 +93,7 @@ export function runView(run: RunRow, steps: StepRow[], now: Date): RunView {
       startedAt: iso(s.startedAt),
       finishedAt: iso(s.finishedAt),
       durationMs: s.startedAt ? Math.max(0, (s.finishedAt ?? now).getTime() - s.startedAt.getTime()) : null,
+      verdict: verdicts?.get(s.id) ?? null,
     })),
   };
 }
@@ -108,7 +114,7 @@ export function runTreeRows(view: RunView): string[][] {
       s.attempt === 0 ? '-' : String(s.attempt),
       s.runnerName ?? s.runnerId ?? '',
       s.durationMs === null ? '' : formatDuration(s.durationMs),
-      s.cause ?? (s.exitCode !== null && s.exitCode !== 0 ? `exit code ${s.exitCode}` : ''),
+      s.cause ?? (s.exitCode !== null && s.exitCode !== 0 ? `exit code ${s.exitCode}` : (s.verdict?.reason ?? '')),
     ];
   });
 }

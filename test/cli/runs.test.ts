@@ -40,15 +40,16 @@ describe('opschain runs', () => {
     const view = JSON.parse(show.stdout);
     const time = expect.stringMatching(/^\d{4}-\d\d-\d\dT/);
     const step = (name: string, status: string, attempt: number, needs: string[], depth: number) => ({
-      name, status, attempt, needs, depth, runnerId: null, runnerName: null, exitCode: null, cause: null, startedAt: null, finishedAt: null, durationMs: null,
+      name, status, attempt, needs, depth, runnerId: null, runnerName: null, exitCode: null, cause: null, startedAt: null, finishedAt: null, durationMs: null, verdict: null,
     });
+    const waiting = { code: 'waiting_for_tick', reason: 'waiting for a dispatch tick', satisfiable: true };
     expect(view).toEqual({
       id, name: 'diamond', project: 'default', target: null, scope: 'step', priority: 0, status: 'running', cause: null, createdBy: me,
       createdAt: time, finishedAt: null, durationMs: expect.any(Number),
       steps: [
         { ...step('a', 'succeeded', 1, [], 0), runnerId: 'rnr_cli1', runnerName: 'build-01', exitCode: 0, startedAt: time, finishedAt: time, durationMs: expect.any(Number) },
-        step('b', 'ready', 1, ['a'], 1),
-        step('c', 'ready', 1, ['a'], 1),
+        { ...step('b', 'ready', 1, ['a'], 1), verdict: waiting },
+        { ...step('c', 'ready', 1, ['a'], 1), verdict: waiting },
         step('d', 'pending', 0, ['b', 'c'], 2),
       ],
     });
@@ -56,6 +57,7 @@ describe('opschain runs', () => {
     expect(human.stdout).toMatch(new RegExp(`^run ${id} diamond \\(default\\): running after`));
     expect(human.stdout).toMatch(/└─ d \(needs b, c\)/);
     expect(human.stdout).toMatch(/build-01/);
+    expect(human.stdout).toMatch(/waiting for a dispatch tick/);
   });
 
   it('a bad file is refused whole: every problem on its own line, exit 2, nothing written', async () => {

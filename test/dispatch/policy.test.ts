@@ -127,6 +127,34 @@ steps:
     expect((await db.current.pool.query('SELECT count(*)::int AS n FROM pool_holds')).rows[0].n).toBe(0);
   });
 
+  it('pool holds never exceed the limit while two replicas dispatch at once', async () => {
+    const second = await startTestServer(db.current.url, { features: serverFeatures(), config: { pollWindowMs: 10_000 } });
+    try {
+      await poolLimitSet(db.current.pool, { name: 'shared', limit: 2 });
+      const steps = Array.from({ length: 8 }, (_, i) => `  s${i}: { run: "true", pools: [shared] }`).join('\n');
+      await submit(`name: pp\nplacement: { labels: [x-pp] }\nsteps:\n${steps}\n`);
+      const one = await register('pp-1', { labels: ['x-pp'], max_load: 16 });
+      const two = await new TestRunner(second.url).register(reg, { name: 'pp-2', labels: ['x-pp'], max_load: 16 });
+      const held = async () => (await db.current.pool.query(`SELECT count(*)::int AS n FROM pool_holds WHERE pool = 'shared'`)).rows[0].n as number;
+      let done = 0;
+      let maxOut = 0;
+      for (let round = 0; round < 20 && done < 8; round++) {
+        const [a, b] = await Promise.all([one, two].map((r) => r.acquire({ max_offers: 8, wait_ms: 1_000 })));
+        const got = [a, b].map((res) => (res.status === 200 ? (res.body.offers as OfferBody[]) : []));
+        maxOut = Math.max(maxOut, got[0].length + got[1].length, await held());
+        expect(await held()).toBeLessThanOrEqual(2);
+        await complete(one, got[0]);
+        await complete(two, got[1]);
+        done += got[0].length + got[1].length;
+      }
+      expect(done).toBe(8);
+      expect(maxOut).toBe(2);
+      expect(await held()).toBe(0);
+    } finally {
+      await second.stop();
+    }
+  });
+
   it('a step larger than every max_load goes to the idle most capable runner only', async () => {
     const small = await register('cap-small', { labels: ['x-cap'], max_load: 1 });
     const big = await register('cap-big', { labels: ['x-cap'], max_load: 2 });
