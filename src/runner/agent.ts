@@ -63,6 +63,9 @@ interface ActiveStep {
   finished: Promise<void>;
 }
 
+/** Parked polls per runner at most; each asks for the slots free when it left. */
+const MAX_CONCURRENT_POLLS = 4;
+
 /** The environment a runner must not hand to the steps it runs. */
 const PRIVATE_ENV = ['OPSCHAIN_REGISTRATION_TOKEN'];
 
@@ -93,6 +96,11 @@ export class RunnerAgent {
   private slotWaiters: Array<() => void> = [];
   private renewLoop?: LoopHandle;
   private pollWaitMs?: number;
+  private readonly polls = new Set<Promise<void>>();
+  /** Slots asked for by the polls out now. */
+  private asked = 0;
+  private refusals = 0;
+  private onceDone = false;
 
   constructor(opts: AgentOptions) {
     this.opts = opts;
@@ -135,40 +143,55 @@ export class RunnerAgent {
     setTimeout(() => this.hardAbort.abort(), (this.opts.killGraceMs ?? 5_000) + 5_000).unref();
   }
 
+  /**
+   * Keeps polls parked for every free slot: when a step finishes while a poll is out, another poll
+   * asks for the freed slots instead of leaving them idle until the first answers. Offers can
+   * never outnumber slots: a poll asks only for slots neither running nor already asked for.
+   */
   private async pollLoop(): Promise<void> {
-    let refusals = 0;
-    while (!this.stopRequested && !this.fatal) {
-      const free = this.opts.maxParallelSteps - this.active.size;
-      if (free <= 0) {
-        await new Promise<void>((r) => this.slotWaiters.push(r));
+    const maxPolls = this.opts.once ? 1 : MAX_CONCURRENT_POLLS;
+    while (!this.stopRequested && !this.fatal && !this.onceDone) {
+      const free = this.opts.maxParallelSteps - this.active.size - this.asked;
+      if (free > 0 && this.polls.size < maxPolls) {
+        const poll = this.poll(free).finally(() => {
+          this.polls.delete(poll);
+          this.wakeSlotWaiters();
+        });
+        this.polls.add(poll);
         continue;
       }
-      let offers: Offer[];
-      try {
-        // One id per logical request: the client's retries reuse it, so a lost answer is not lost work.
-        offers = await this.client.acquire({ request_id: randomUUID(), max_offers: free, wait_ms: this.pollWaitMs }, this.pollAbort.signal);
-        refusals = 0;
-      } catch (err) {
-        if (err instanceof CallAbortedError) break;
-        if (err instanceof CredentialInvalidError) {
-          this.fail(err);
-          break;
-        }
-        if (err instanceof ProtocolError && err.status === 400 && /wait_ms/.test(err.message) && this.pollWaitMs !== undefined) {
-          // The server's window shrank since registration: let it pick its own.
-          this.log.warn({ err: err.message }, 'server refused the poll window; using its default');
-          this.pollWaitMs = undefined;
-          continue;
-        }
-        refusals++;
-        this.log.error({ err: (err as Error).message }, 'acquire refused; retrying');
-        await this.clock.sleep(backoffDelay(refusals, Math.random()), this.pollAbort.signal);
-        continue;
-      }
-      if (offers.length === 0) continue;
-      const started = await this.accept(offers);
-      if (this.opts.once && started > 0) break;
+      await new Promise<void>((r) => this.slotWaiters.push(r));
     }
+    this.pollAbort.abort();
+    await Promise.all([...this.polls]);
+  }
+
+  private async poll(slots: number): Promise<void> {
+    let offers: Offer[] = [];
+    this.asked += slots;
+    try {
+      // One id per logical request: the client's retries reuse it, so a lost answer is not lost work.
+      offers = await this.client.acquire({ request_id: randomUUID(), max_offers: slots, wait_ms: this.pollWaitMs }, this.pollAbort.signal);
+      this.refusals = 0;
+    } catch (err) {
+      if (err instanceof CallAbortedError) return;
+      if (err instanceof CredentialInvalidError) return this.fail(err);
+      if (err instanceof ProtocolError && err.status === 400 && /wait_ms/.test(err.message) && this.pollWaitMs !== undefined) {
+        // The server's window shrank since registration: let it pick its own.
+        this.log.warn({ err: err.message }, 'server refused the poll window; using its default');
+        this.pollWaitMs = undefined;
+        return;
+      }
+      this.refusals++;
+      this.log.error({ err: (err as Error).message }, 'acquire refused; retrying');
+      await this.clock.sleep(backoffDelay(this.refusals, Math.random()), this.pollAbort.signal);
+      return;
+    } finally {
+      this.asked -= slots;
+    }
+    if (offers.length === 0) return;
+    const started = await this.accept(offers);
+    if (this.opts.once && started > 0) this.onceDone = true;
   }
 
   /** Acks the offers in one call and starts each acked one; returns how many started. */
