@@ -24,6 +24,8 @@ export interface EmbeddedOptions {
   port?: number;
   /** The cluster password when no store.json records it (the test harness restarting a cluster). */
   password?: string;
+  /** Extra server settings passed as `-c name=value` (the benchmark loads pg_stat_statements this way). */
+  settings?: Record<string, string>;
 }
 
 export class EmbeddedStoreError extends Error {}
@@ -152,11 +154,12 @@ async function initCluster(bin: Binaries, dataDir: string, password: string, ids
  * Spawns postgres in its own process group, so a Ctrl-C on the terminal reaches only the
  * server, which then shuts down in order and stops the database last.
  */
-function spawnPostgres(bin: Binaries, dataDir: string, port: number, ids: { uid?: number; gid?: number }): Promise<ChildProcess> {
+function spawnPostgres(bin: Binaries, dataDir: string, port: number, ids: { uid?: number; gid?: number }, settings: Record<string, string> = {}): Promise<ChildProcess> {
+  const extra = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
   return new Promise((resolveStart, reject) => {
     const child = spawn(
       bin.postgres,
-      ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300', '-c', 'shared_buffers=128MB', '-c', 'fsync=on'],
+      ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300', '-c', 'shared_buffers=128MB', '-c', 'fsync=on', ...extra],
       { ...ids, detached: true, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LC_ALL: 'C', LANG: 'C' } },
     );
     const tail: string[] = [];
@@ -204,7 +207,7 @@ export async function startEmbeddedStore(opts: EmbeddedOptions): Promise<Embedde
   let child: ChildProcess | undefined;
   for (let tries = 0; !child; tries++) {
     try {
-      child = await spawnPostgres(bin, dataDir, port, ids);
+      child = await spawnPostgres(bin, dataDir, port, ids, opts.settings);
     } catch (err) {
       const msg = (err as Error).message;
       // Another process took the port between our probe and the bind: pick another.

@@ -1,0 +1,108 @@
+/** Command-line flags of `npm run bench`. */
+
+export const SCENARIOS = ['throughput', 'latency', 'depth', 'replicas', 'memory', 'store-cost'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+export interface BenchArgs {
+  scenarios: ScenarioName[];
+  quick: boolean;
+  databaseUrl?: string;
+  out?: string;
+  /** Write a V8 CPU profile of each opschain server into this directory (`node --cpu-prof`). */
+  cpuProfDir?: string;
+  help: boolean;
+}
+
+export class ArgsError extends Error {}
+
+export const USAGE = `usage: npm run bench -- [--scenario NAME[,NAME]]... [--quick] [--database-url URL] [--out FILE] [--cpu-prof DIR]
+
+  --scenario NAME   one of ${SCENARIOS.join(', ')} (repeatable or comma list; default all)
+  --quick           small sizes, about a minute in all (CI smoke run)
+  --database-url U  use this PostgreSQL (a superuser URL; the bench creates and drops its own databases)
+                    instead of starting an embedded one
+  --out FILE        also write the JSON lines to FILE
+  --cpu-prof DIR    run the opschain servers with --cpu-prof, writing profiles into DIR
+`;
+
+export function parseArgs(argv: readonly string[]): BenchArgs {
+  const args: BenchArgs = { scenarios: [], quick: false, help: false };
+  const value = (i: number, flag: string): string => {
+    const v = argv[i + 1];
+    if (v === undefined || v.startsWith('--')) throw new ArgsError(`${flag} needs a value`);
+    return v;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const [flag, inline] = a.startsWith('--') && a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const take = (): string => {
+      if (inline !== undefined) return inline;
+      const v = value(i, flag);
+      i++;
+      return v;
+    };
+    switch (flag) {
+      case '--scenario':
+      case '--scenarios':
+        for (const name of take().split(',').map((s) => s.trim()).filter(Boolean)) {
+          if (!(SCENARIOS as readonly string[]).includes(name)) throw new ArgsError(`--scenario: unknown scenario '${name}' (known: ${SCENARIOS.join(', ')})`);
+          if (!args.scenarios.includes(name as ScenarioName)) args.scenarios.push(name as ScenarioName);
+        }
+        break;
+      case '--quick':
+        args.quick = true;
+        break;
+      case '--database-url':
+        args.databaseUrl = take();
+        if (!/^postgres(ql)?:\/\//.test(args.databaseUrl)) throw new ArgsError('--database-url: expected a postgres:// URL');
+        break;
+      case '--out':
+        args.out = take();
+        break;
+      case '--cpu-prof':
+        args.cpuProfDir = take();
+        break;
+      case '--help':
+      case '-h':
+        args.help = true;
+        break;
+      default:
+        throw new ArgsError(`unknown argument '${a}'`);
+    }
+  }
+  if (args.scenarios.length === 0) args.scenarios = [...SCENARIOS];
+  else args.scenarios.sort((a, b) => SCENARIOS.indexOf(a) - SCENARIOS.indexOf(b));
+  return args;
+}
+
+/** Sizes of every scenario; `--quick` shrinks them so the whole run fits in about a minute. */
+export interface Sizes {
+  /** Steps (and graphile-worker jobs) drained by the throughput and replicas scenarios. */
+  throughputSteps: number;
+  stepsPerRun: number;
+  runners: number;
+  /** Offers a simulated runner asks for per acquire (and its registered max_load). */
+  runnerSlots: number;
+  latencyRuns: number;
+  latencySpacingMs: number;
+  latencyRunners: number;
+  depths: number[];
+  /** Steps drained (and timed) at each depth. */
+  depthDrain: number;
+  replicas: number;
+  memoryEntries: number;
+  memoryRunners: number;
+  /** How long the memory scenario samples RSS once every runner is parked. */
+  memorySampleMs: number;
+  /** graphile-worker settings of the baseline. */
+  baselineConcurrency: number;
+  baselineLocalQueue: number;
+  baselineCompleteBatchDelayMs: number;
+}
+
+export function sizesFor(quick: boolean): Sizes {
+  const common = { stepsPerRun: 10, latencySpacingMs: 20, baselineConcurrency: 24, baselineLocalQueue: 500, baselineCompleteBatchDelayMs: 0, replicas: 3 };
+  return quick
+    ? { ...common, throughputSteps: 2_000, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 10_000], depthDrain: 500, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000 }
+    : { ...common, throughputSteps: 20_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000 };
+}

@@ -1,0 +1,218 @@
+import { EventEmitter } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import { makeWorkerUtils, run, runMigrations, type Logger as GwLogger, type Runner, type WorkerUtils } from 'graphile-worker';
+import { Logger } from 'graphile-worker';
+import type { Sizes } from './args.js';
+import { checkpoint, costDelta, costSnapshot, type BenchPostgres, type CostDelta } from './pg.js';
+import { onCleanup } from './procs.js';
+import { createPool, type Pool } from '../src/store/pool.js';
+import { figure, percentile, perSecond, type Figure } from './stats.js';
+import type { Databases } from './pg.js';
+
+/**
+ * The baseline: graphile-worker in this process, on the same PostgreSQL (its own database),
+ * configured for throughput the way its docs recommend: a pool of concurrent jobs, a local
+ * queue that locks a batch of jobs per fetch, and batched completion.
+ */
+export interface BaselineThroughput { jobs: number; ms: number; jobsPerSecond: number; cost: CostDelta }
+export interface BaselineLatency { jobs: number; p50Ms: number; p99Ms: number; maxMs: number }
+
+const quietLogger: GwLogger = new Logger(() => (level: string, message: string) => {
+  if (level === 'error') process.stderr.write(`graphile-worker: ${message}\n`);
+});
+
+function workerPreset(sizes: Sizes) {
+  return {
+    worker: {
+      localQueue: { size: sizes.baselineLocalQueue },
+      completeJobBatchDelay: sizes.baselineCompleteBatchDelayMs,
+      failJobBatchDelay: sizes.baselineCompleteBatchDelayMs,
+    },
+  };
+}
+
+/**
+ * Our own pools (with error listeners) instead of graphile-worker's: a connection cut while the
+ * bench stops must not surface as an unhandled 'error' event and take the process down first.
+ */
+function benchPool(url: string, max: number): Pool {
+  const pool = createPool(url, { max, applicationName: 'graphile-worker-bench', statementTimeoutMs: 600_000, queryTimeoutMs: 600_000 });
+  const unregister = onCleanup(() => pool.end().catch(() => {}));
+  const end = pool.end.bind(pool);
+  pool.end = (async () => {
+    unregister();
+    await end().catch(() => {});
+  }) as Pool['end'];
+  return pool;
+}
+
+async function withUtils<T>(url: string, fn: (u: WorkerUtils) => Promise<T>): Promise<T> {
+  const pgPool = benchPool(url, 2);
+  try {
+    const utils = await makeWorkerUtils({ pgPool, logger: quietLogger });
+    try {
+      return await fn(utils);
+    } finally {
+      await utils.release();
+    }
+  } finally {
+    await pgPool.end();
+  }
+}
+
+async function startRunner(url: string, sizes: Sizes, events: EventEmitter, task: (payload: unknown) => void): Promise<Runner> {
+  const pgPool = benchPool(url, sizes.baselineConcurrency + 2);
+  const runner = await run({
+    pgPool,
+    noHandleSignals: true,
+    concurrency: sizes.baselineConcurrency,
+    pollInterval: 2_000,
+    logger: quietLogger,
+    events: events as any,
+    preset: workerPreset(sizes) as any,
+    taskList: { noop: async (payload) => task(payload) },
+  });
+  const unregister = onCleanup(() => runner.stop());
+  const stop = runner.stop.bind(runner);
+  runner.stop = async () => {
+    unregister();
+    await stop().catch(() => {});
+    await pgPool.end();
+  };
+  return runner;
+}
+
+async function migrateBaseline(url: string): Promise<void> {
+  const pgPool = benchPool(url, 1);
+  try {
+    await runMigrations({ pgPool, logger: quietLogger });
+  } finally {
+    await pgPool.end();
+  }
+}
+
+async function jobsLeft(utils: WorkerUtils): Promise<number> {
+  const { rows } = await utils.withPgClient((c) => c.query(`SELECT count(*)::int AS n FROM graphile_worker._private_jobs`));
+  return rows[0].n;
+}
+
+/** Adds `n` no-op jobs, then lets the worker drain them; timed from the first job start to the last completion committed. */
+export async function baselineThroughput(pg: BenchPostgres, db: { name: string; url: string }, n: number, sizes: Sizes, progress: (m: string) => void): Promise<BaselineThroughput> {
+  await migrateBaseline(db.url);
+  await checkpoint(pg);
+  const before = await costSnapshot(pg, db.name);
+  await withUtils(db.url, async (utils) => {
+    for (let i = 0; i < n; i += 5_000) {
+      const batch = Array.from({ length: Math.min(5_000, n - i) }, (_, k) => ({ identifier: 'noop', payload: { i: i + k } }));
+      await utils.addJobs(batch);
+    }
+  });
+  progress(`graphile-worker: ${n} jobs queued; draining with ${sizes.baselineConcurrency} concurrent jobs`);
+  const events = new EventEmitter();
+  let first = 0;
+  let done = 0;
+  let allRan: () => void = () => {};
+  const ran = new Promise<void>((r) => (allRan = r));
+  events.on('job:start', () => {
+    if (!first) first = performance.now();
+  });
+  events.on('job:success', () => {
+    if (++done === n) allRan();
+  });
+  const runner = await startRunner(db.url, sizes, events, () => {});
+  try {
+    await ran;
+    // Completions are batched: a job counts once its completion is committed. Polled only
+    // now, so the poll adds nothing to the worker's statement cost while it drains.
+    await withUtils(db.url, async (utils) => {
+      while ((await jobsLeft(utils)) > 0) await new Promise((r) => setTimeout(r, 1));
+    });
+  } finally {
+    await runner.stop();
+  }
+  const ms = performance.now() - first;
+  if (done !== n) throw new Error(`graphile-worker ran ${done} jobs successfully, expected ${n}`);
+  const after = await costSnapshot(pg, db.name);
+  return { jobs: n, ms, jobsPerSecond: perSecond(n, ms), cost: costDelta(before, after) };
+}
+
+/** An idle worker; jobs added one at a time `spacingMs` apart; add → task start. */
+export async function baselineLatency(db: { url: string }, count: number, spacingMs: number, sizes: Sizes): Promise<BaselineLatency> {
+  await migrateBaseline(db.url);
+  const events = new EventEmitter();
+  const listening = new Promise<void>((r) => events.once('pool:listen:success', () => r()));
+  const submitted = new Map<number, number>();
+  const latencies: number[] = [];
+  let allStarted: () => void = () => {};
+  const started = new Promise<void>((r) => (allStarted = r));
+  const runner = await startRunner(db.url, sizes, events, (payload) => {
+    const at = performance.now();
+    const i = (payload as { i: number }).i;
+    const t = submitted.get(i);
+    if (t !== undefined) latencies.push(at - t);
+    if (latencies.length === count) allStarted();
+  });
+  try {
+    await listening;
+    await withUtils(db.url, async (utils) => {
+      // Warm the statement plans and connections the way a live system has them.
+      await utils.addJob('noop', { i: -1 });
+      await new Promise((r) => setTimeout(r, 200));
+      const t0 = performance.now();
+      for (let i = 0; i < count; i++) {
+        const wait = t0 + i * spacingMs - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        submitted.set(i, performance.now());
+        await utils.addJob('noop', { i });
+      }
+    });
+    await Promise.race([started, new Promise((_, reject) => setTimeout(() => reject(new Error(`graphile-worker latency: only ${latencies.length}/${count} jobs started within 30 s`)), 30_000))]);
+  } finally {
+    await runner.stop();
+  }
+  return { jobs: count, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99), maxMs: Math.max(...latencies) };
+}
+
+/** The baseline measured at most once per run, on first use, and shared by every scenario. */
+export class Baseline {
+  private throughputResult?: Promise<BaselineThroughput>;
+  private latencyResult?: Promise<BaselineLatency>;
+  constructor(private readonly pg: BenchPostgres, private readonly dbs: Databases, private readonly sizes: Sizes, private readonly progress: (m: string) => void) {}
+
+  throughput(): Promise<BaselineThroughput> {
+    return (this.throughputResult ??= (async () => {
+      const db = await this.dbs.create('graphile_throughput');
+      this.progress(`baseline: graphile-worker throughput, ${this.sizes.throughputSteps} no-op jobs`);
+      return baselineThroughput(this.pg, db, this.sizes.throughputSteps, this.sizes, this.progress);
+    })());
+  }
+
+  latency(): Promise<BaselineLatency> {
+    return (this.latencyResult ??= (async () => {
+      const db = await this.dbs.create('graphile_latency');
+      this.progress(`baseline: graphile-worker latency, ${this.sizes.latencyRuns} jobs added ${this.sizes.latencySpacingMs} ms apart`);
+      return baselineLatency(db, this.sizes.latencyRuns, this.sizes.latencySpacingMs, this.sizes);
+    })());
+  }
+
+  /** The figures measured so far (a baseline that failed is left out; its scenario reports the failure). */
+  async measured(): Promise<{ throughput?: BaselineThroughput; latency?: BaselineLatency }> {
+    const settle = async <T>(p?: Promise<T>) => (p ? p.catch(() => undefined) : undefined);
+    return { throughput: await settle(this.throughputResult), latency: await settle(this.latencyResult) };
+  }
+}
+
+/** The baseline's own rows of the table. */
+export function baselineFigures(t: BaselineThroughput | undefined, l: BaselineLatency | undefined): Figure[] {
+  const out: Figure[] = [];
+  if (t) {
+    out.push(figure({ scenario: 'baseline', metric: `graphile-worker jobs/s (${t.jobs} jobs)`, value: t.jobsPerSecond, unit: 'jobs/s', better: 'higher' }));
+    if (t.cost.execMs !== null) out.push(figure({ scenario: 'baseline', metric: 'graphile-worker DB exec ms/job', value: t.cost.execMs / t.jobs, unit: 'ms', better: 'lower' }));
+    out.push(figure({ scenario: 'baseline', metric: 'graphile-worker WAL bytes/job', value: t.cost.walBytes / t.jobs, unit: 'B', better: 'lower' }));
+  }
+  if (l) {
+    out.push(figure({ scenario: 'baseline', metric: 'graphile-worker add→start p50', value: l.p50Ms, unit: 'ms', better: 'lower' }));
+    out.push(figure({ scenario: 'baseline', metric: 'graphile-worker add→start p99', value: l.p99Ms, unit: 'ms', better: 'lower' }));
+  }
+  return out;
+}

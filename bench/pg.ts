@@ -1,0 +1,167 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startEmbeddedStore } from '../src/store/embedded.js';
+import { createPool, type Pool } from '../src/store/pool.js';
+
+/** The PostgreSQL the whole run uses: embedded (ours to stop) or given with --database-url. */
+export interface BenchPostgres {
+  adminUrl: string;
+  admin: Pool;
+  embedded: boolean;
+  version: string;
+  /** pg_stat_statements is loaded and its extension can be created (store cost needs it). */
+  statements: boolean;
+  stop(): Promise<void>;
+}
+
+export function withDatabase(url: string, db: string): string {
+  const u = new URL(url);
+  u.pathname = `/${db}`;
+  return u.toString();
+}
+
+export async function startBenchPostgres(opts: { databaseUrl?: string; log: (m: string) => void }): Promise<BenchPostgres> {
+  let adminUrl = opts.databaseUrl;
+  let stopEmbedded: (() => Promise<void>) | undefined;
+  let dir: string | undefined;
+  if (!adminUrl) {
+    dir = mkdtempSync(join(tmpdir(), 'opschain-bench-'));
+    const dataDir = join(dir, 'pgdata');
+    // A harness that dies without its cleanups (or mid-start) must not leave the cluster running.
+    process.on('exit', () => {
+      try {
+        const pid = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+        if (pid > 0) process.kill(pid, 'SIGINT');
+      } catch {
+        // not started, or already stopped
+      }
+    });
+    opts.log(`starting an embedded PostgreSQL in ${dir}`);
+    try {
+      const store = await startEmbeddedStore({
+        home: dir,
+        dataDir,
+        record: false,
+        log: opts.log,
+        // Statement statistics for the store-cost scenario; a bigger WAL budget so checkpoints
+        // do not land in the middle of a timed phase more often on one side than the other.
+        settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.max': '5000', max_wal_size: '2GB', autovacuum: 'off' },
+      });
+      adminUrl = store.url;
+      stopEmbedded = () => store.stop();
+    } catch (err) {
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+  const admin = createPool(adminUrl, { max: 2, applicationName: 'opschain-bench', statementTimeoutMs: 600_000, queryTimeoutMs: 600_000 });
+  const { rows } = await admin.query(`SELECT current_setting('server_version') AS v, current_setting('shared_preload_libraries') AS libs`);
+  const statements = String(rows[0].libs).split(',').map((s) => s.trim()).includes('pg_stat_statements');
+  let stopped: Promise<void> | undefined;
+  return {
+    adminUrl,
+    admin,
+    embedded: !opts.databaseUrl,
+    version: rows[0].v,
+    statements,
+    stop: () =>
+      (stopped ??= (async () => {
+        await admin.end().catch(() => {});
+        if (stopEmbedded) await stopEmbedded();
+        if (dir) rmSync(dir, { recursive: true, force: true });
+      })()),
+  };
+}
+
+/** A fresh database for one part of the run; every one is dropped at the end. */
+export class Databases {
+  private readonly created: string[] = [];
+  constructor(private readonly pg: BenchPostgres) {}
+
+  async create(label: string): Promise<{ name: string; url: string }> {
+    const name = `bench_${label.replace(/[^a-z0-9_]/g, '_')}_${randomBytes(3).toString('hex')}`;
+    await this.pg.admin.query(`CREATE DATABASE ${name}`);
+    this.created.push(name);
+    const url = withDatabase(this.pg.adminUrl, name);
+    if (this.pg.statements) {
+      const pool = createPool(url, { max: 1 });
+      try {
+        await pool.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+      } finally {
+        await pool.end();
+      }
+    }
+    return { name, url };
+  }
+
+  async dropAll(): Promise<void> {
+    for (const name of this.created.splice(0)) {
+      await this.pg.admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+    }
+  }
+}
+
+/** Cumulative store counters of one database at one instant. */
+export interface CostSnapshot {
+  /** Sum of pg_stat_statements.total_exec_time (ms) over the database's statements; null without the extension. */
+  execMs: number | null;
+  calls: number | null;
+  /** Cluster-wide WAL bytes written so far (pg_stat_wal). */
+  walBytes: number;
+}
+
+/**
+ * A checkpoint before a measured phase: the first change to each page after a checkpoint logs
+ * the whole page, so without it the WAL figure depends on when the last checkpoint happened.
+ */
+export async function checkpoint(pg: BenchPostgres): Promise<void> {
+  await pg.admin.query('CHECKPOINT');
+}
+
+export async function costSnapshot(pg: BenchPostgres, database: string): Promise<CostSnapshot> {
+  const wal = await pg.admin.query(`SELECT wal_bytes::float8 AS b FROM pg_stat_wal`);
+  let execMs: number | null = null;
+  let calls: number | null = null;
+  if (pg.statements) {
+    const { rows } = await pg.admin.query(
+      `SELECT coalesce(sum(s.total_exec_time), 0)::float8 AS ms, coalesce(sum(s.calls), 0)::float8 AS calls
+         FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1`,
+      [database],
+    );
+    execMs = rows[0].ms;
+    calls = rows[0].calls;
+  }
+  return { execMs, calls, walBytes: wal.rows[0].b };
+}
+
+/** Needs the extension in the admin database to read pg_stat_statements from it. */
+export async function prepareStatements(pg: BenchPostgres): Promise<void> {
+  if (!pg.statements) return;
+  await pg.admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+}
+
+export interface CostDelta { execMs: number | null; calls: number | null; walBytes: number }
+
+export function costDelta(before: CostSnapshot, after: CostSnapshot): CostDelta {
+  return {
+    execMs: before.execMs === null || after.execMs === null ? null : after.execMs - before.execMs,
+    calls: before.calls === null || after.calls === null ? null : after.calls - before.calls,
+    walBytes: after.walBytes - before.walBytes,
+  };
+}
+
+export interface TopStatement { query: string; calls: number; totalMs: number; meanMs: number; rows: number }
+
+/** The statements that cost the database most, for the profile section of the report. */
+export async function topStatements(pg: BenchPostgres, database: string, limit = 10): Promise<TopStatement[]> {
+  if (!pg.statements) return [];
+  const { rows } = await pg.admin.query(
+    `SELECT s.query, s.calls::float8 AS calls, s.total_exec_time::float8 AS total, s.mean_exec_time::float8 AS mean, s.rows::float8 AS rows
+       FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+      WHERE d.datname = $1 ORDER BY s.total_exec_time DESC LIMIT $2`,
+    [database, limit],
+  );
+  return rows.map((r) => ({ query: String(r.query).replace(/\s+/g, ' ').slice(0, 240), calls: r.calls, totalMs: r.total, meanMs: r.mean, rows: r.rows }));
+}

@@ -1,0 +1,170 @@
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { JsonClient } from './http.js';
+
+/** One offer as docs/runner-protocol.md defines it (the fields the fleet uses). */
+export interface Offer { step_id: number; run_id: number; attempt: number; token: string; step: string }
+
+export interface FleetOptions {
+  /** Server base URLs; runner i talks to urls[i % urls.length]. */
+  urls: string[];
+  registrationToken: string;
+  runners: number;
+  /** Offers asked per acquire; also the registered max_load, so every offer fits. */
+  slots: number;
+  /** Long-poll window asked per acquire. */
+  waitMs?: number;
+  namePrefix?: string;
+  labels?: string[];
+  /** Called for every offer as it arrives (before the ack), with the arrival time. */
+  onOffer?: (offer: Offer, at: number) => void;
+  /** Where per-runner errors are reported (they are also counted). */
+  log?: (m: string) => void;
+}
+
+interface SimRunner { id: string; credential: string; url: string; name: string }
+
+/** Counters of a fleet; read while it runs. */
+export interface FleetCounters {
+  acquires: number;
+  emptyPolls: number;
+  offers: number;
+  completed: number;
+  /** Items the server refused (409 lease expired or revoked, …) on ack or complete. */
+  refused: number;
+  /** Transport errors and 5xx answers, each retried after a short pause. */
+  errors: number;
+  firstOfferAt: number;
+  lastCompleteAt: number;
+  /** Acquire calls currently parked at the server. */
+  parked: number;
+}
+
+/**
+ * N simulated runners speaking the real HTTP runner protocol: register, then loop acquire
+ * (max_offers = slots) → ack the batch → complete the batch with exit 0 at once. They run no
+ * process, so the figures measure the dispatch plane alone.
+ */
+export class SimFleet {
+  readonly counters: FleetCounters = { acquires: 0, emptyPolls: 0, offers: 0, completed: 0, refused: 0, errors: 0, firstOfferAt: 0, lastCompleteAt: 0, parked: 0 };
+  readonly client = new JsonClient();
+  private runners: SimRunner[] = [];
+  private loops: Promise<void>[] = [];
+  private stopping = false;
+  private lastError = '';
+
+  constructor(private readonly opts: FleetOptions) {}
+
+  get lastErrorMessage(): string {
+    return this.lastError;
+  }
+
+  /** Registers every runner (a few at a time, so registration is not part of any timed phase). */
+  async register(): Promise<void> {
+    const { opts } = this;
+    const prefix = opts.namePrefix ?? 'sim';
+    const todo = Array.from({ length: opts.runners }, (_, i) => i);
+    const registerOne = async (i: number) => {
+      const url = opts.urls[i % opts.urls.length];
+      const name = `${prefix}-${String(i).padStart(4, '0')}`;
+      const res = await this.client.post(url, '/api/runner/register', {
+        registration_token: opts.registrationToken,
+        name,
+        labels: opts.labels ?? [],
+        executors: ['shell'],
+        max_load: opts.slots,
+        protocol_version: 1,
+      });
+      if (res.status !== 201 && res.status !== 200) throw new Error(`register ${name} on ${url}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+      this.runners[i] = { id: res.body.runner_id, credential: res.body.credential, url, name };
+    };
+    const workers = Array.from({ length: Math.min(16, todo.length) }, async () => {
+      while (todo.length) await registerOne(todo.shift()!);
+    });
+    await Promise.all(workers);
+  }
+
+  /** Starts every runner's acquire loop. */
+  start(): void {
+    this.stopping = false;
+    this.loops = this.runners.map((r) => this.loop(r));
+  }
+
+  private async call(r: SimRunner, path: string, body: unknown, timeoutMs?: number) {
+    return this.client.post(r.url, path, body, r.credential, timeoutMs);
+  }
+
+  private async loop(r: SimRunner): Promise<void> {
+    const { counters } = this;
+    const waitMs = this.opts.waitMs ?? 50_000;
+    while (!this.stopping) {
+      let offers: Offer[];
+      try {
+        counters.acquires++;
+        counters.parked++;
+        let res;
+        try {
+          res = await this.call(r, '/api/runner/acquire', { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs }, waitMs + 30_000);
+        } finally {
+          counters.parked--;
+        }
+        if (res.status === 204) {
+          counters.emptyPolls++;
+          continue;
+        }
+        if (res.status !== 200) throw new Error(`acquire: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+        offers = res.body.offers ?? [];
+        if (offers.length === 0) {
+          counters.emptyPolls++;
+          continue;
+        }
+        const at = performance.now();
+        if (!counters.firstOfferAt) counters.firstOfferAt = at;
+        counters.offers += offers.length;
+        for (const o of offers) this.opts.onOffer?.(o, at);
+        const leases = offers.map((o) => ({ step_id: o.step_id, token: o.token }));
+        const ack = await this.call(r, '/api/runner/ack', { leases });
+        if (ack.status !== 200) throw new Error(`ack: HTTP ${ack.status} ${JSON.stringify(ack.body)}`);
+        const acked = new Set<number>();
+        for (const item of ack.body.results ?? []) {
+          if (item.ok) acked.add(Number(item.step_id));
+          else counters.refused++;
+        }
+        const completions = offers.filter((o) => acked.has(Number(o.step_id))).map((o) => ({ step_id: o.step_id, token: o.token, exit_code: 0 }));
+        if (completions.length === 0) continue;
+        const done = await this.call(r, '/api/runner/complete', { completions });
+        if (done.status !== 200) throw new Error(`complete: HTTP ${done.status} ${JSON.stringify(done.body)}`);
+        for (const item of done.body.results ?? []) {
+          if (item.ok) counters.completed++;
+          else counters.refused++;
+        }
+        counters.lastCompleteAt = performance.now();
+      } catch (err) {
+        if (this.stopping) return;
+        counters.errors++;
+        this.lastError = (err as Error).message;
+        this.opts.log?.(`runner ${r.name}: ${this.lastError}`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    }
+  }
+
+  /** Resolves when `cond` holds, polling the counters; rejects after timeoutMs or when every loop has died. */
+  async until(cond: (c: FleetCounters) => boolean, timeoutMs: number, what: string): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    while (!cond(this.counters)) {
+      if (performance.now() > deadline) {
+        throw new Error(`simulated fleet: timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what} (${JSON.stringify(this.counters)}${this.lastError ? `; last error: ${this.lastError}` : ''})`);
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  /** Stops every loop: parked acquires are cut by closing the connections. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.client.close();
+    await Promise.allSettled(this.loops);
+    this.loops = [];
+  }
+}
