@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { makeWorkerUtils, run, runMigrations, type Logger as GwLogger, type Runner, type WorkerUtils } from 'graphile-worker';
 import { Logger } from 'graphile-worker';
 import type { Sizes } from './args.js';
-import { checkpoint, costDelta, costSnapshot, type BenchPostgres, type CostDelta } from './pg.js';
+import { checkpoint, costDelta, costSnapshot, topStatements, type BenchPostgres, type CostDelta, type TopStatement } from './pg.js';
 import { onCleanup } from './procs.js';
 import { createPool, type Pool } from '../src/store/pool.js';
 import { figure, percentile, perSecond, type Figure } from './stats.js';
@@ -14,7 +14,7 @@ import type { Databases } from './pg.js';
  * configured for throughput the way its docs recommend: a pool of concurrent jobs, a local
  * queue that locks a batch of jobs per fetch, and batched completion.
  */
-export interface BaselineThroughput { jobs: number; ms: number; jobsPerSecond: number; cost: CostDelta }
+export interface BaselineThroughput { jobs: number; ms: number; jobsPerSecond: number; addCost: CostDelta; drainCost: CostDelta; top: TopStatement[] }
 export interface BaselineLatency { jobs: number; p50Ms: number; p99Ms: number; maxMs: number }
 
 const quietLogger: GwLogger = new Logger(() => (level: string, message: string) => {
@@ -100,13 +100,14 @@ async function jobsLeft(utils: WorkerUtils): Promise<number> {
 export async function baselineThroughput(pg: BenchPostgres, db: { name: string; url: string }, n: number, sizes: Sizes, progress: (m: string) => void): Promise<BaselineThroughput> {
   await migrateBaseline(db.url);
   await checkpoint(pg);
-  const before = await costSnapshot(pg, db.name);
+  const c0 = await costSnapshot(pg, db.name);
   await withUtils(db.url, async (utils) => {
     for (let i = 0; i < n; i += 5_000) {
       const batch = Array.from({ length: Math.min(5_000, n - i) }, (_, k) => ({ identifier: 'noop', payload: { i: i + k } }));
       await utils.addJobs(batch);
     }
   });
+  const c1 = await costSnapshot(pg, db.name);
   progress(`graphile-worker: ${n} jobs queued; draining with ${sizes.baselineConcurrency} concurrent jobs`);
   const events = new EventEmitter();
   let first = 0;
@@ -132,8 +133,8 @@ export async function baselineThroughput(pg: BenchPostgres, db: { name: string; 
   }
   const ms = performance.now() - first;
   if (done !== n) throw new Error(`graphile-worker ran ${done} jobs successfully, expected ${n}`);
-  const after = await costSnapshot(pg, db.name);
-  return { jobs: n, ms, jobsPerSecond: perSecond(n, ms), cost: costDelta(before, after) };
+  const c2 = await costSnapshot(pg, db.name);
+  return { jobs: n, ms, jobsPerSecond: perSecond(n, ms), addCost: costDelta(c0, c1), drainCost: costDelta(c1, c2), top: await topStatements(pg, db.name, 8) };
 }
 
 /** An idle worker; jobs added one at a time `spacingMs` apart; add → task start. */
@@ -207,8 +208,9 @@ export function baselineFigures(t: BaselineThroughput | undefined, l: BaselineLa
   const out: Figure[] = [];
   if (t) {
     out.push(figure({ scenario: 'baseline', metric: `graphile-worker jobs/s (${t.jobs} jobs)`, value: t.jobsPerSecond, unit: 'jobs/s', better: 'higher' }));
-    if (t.cost.execMs !== null) out.push(figure({ scenario: 'baseline', metric: 'graphile-worker DB exec ms/job', value: t.cost.execMs / t.jobs, unit: 'ms', better: 'lower' }));
-    out.push(figure({ scenario: 'baseline', metric: 'graphile-worker WAL bytes/job', value: t.cost.walBytes / t.jobs, unit: 'B', better: 'lower' }));
+    const execMs = t.addCost.execMs === null || t.drainCost.execMs === null ? null : t.addCost.execMs + t.drainCost.execMs;
+    if (execMs !== null) out.push(figure({ scenario: 'baseline', metric: 'graphile-worker DB exec ms/job (add + drain)', value: execMs / t.jobs, unit: 'ms', better: 'lower' }));
+    out.push(figure({ scenario: 'baseline', metric: 'graphile-worker WAL bytes/job (add + drain)', value: (t.addCost.walBytes + t.drainCost.walBytes) / t.jobs, unit: 'B', better: 'lower' }));
   }
   if (l) {
     out.push(figure({ scenario: 'baseline', metric: 'graphile-worker add→start p50', value: l.p50Ms, unit: 'ms', better: 'lower' }));

@@ -88,6 +88,20 @@ export class ServerProcess {
     throw new Error(`opschain server not ready within ${timeoutMs} ms: ${this.output.slice(-2000)}`);
   }
 
+  /** Error-level log lines the server printed (pino JSON level ≥ 50, or anything not JSON). */
+  errorLines(): string[] {
+    return this.output
+      .split('\n')
+      .filter((l) => l.trim())
+      .filter((l) => {
+        try {
+          return (JSON.parse(l).level ?? 0) >= 50;
+        } catch {
+          return !/update available|^\s*$/.test(l);
+        }
+      });
+  }
+
   /** Resident set size and its high-water mark, in bytes, from /proc (Linux). */
   memory(): { rss: number; hwm: number } | undefined {
     try {

@@ -123,18 +123,16 @@ export class SimFleet {
         counters.offers += offers.length;
         for (const o of offers) this.opts.onOffer?.(o, at);
         const leases = offers.map((o) => ({ step_id: o.step_id, token: o.token }));
-        const ack = await this.call(r, '/api/runner/ack', { leases });
-        if (ack.status !== 200) throw new Error(`ack: HTTP ${ack.status} ${JSON.stringify(ack.body)}`);
+        const ack = await this.retrying(r, '/api/runner/ack', { leases });
         const acked = new Set<number>();
-        for (const item of ack.body.results ?? []) {
+        for (const item of ack.results ?? []) {
           if (item.ok) acked.add(Number(item.step_id));
           else counters.refused++;
         }
         const completions = offers.filter((o) => acked.has(Number(o.step_id))).map((o) => ({ step_id: o.step_id, token: o.token, exit_code: 0 }));
         if (completions.length === 0) continue;
-        const done = await this.call(r, '/api/runner/complete', { completions });
-        if (done.status !== 200) throw new Error(`complete: HTTP ${done.status} ${JSON.stringify(done.body)}`);
-        for (const item of done.body.results ?? []) {
+        const done = await this.retrying(r, '/api/runner/complete', { completions });
+        for (const item of done.results ?? []) {
           if (item.ok) counters.completed++;
           else counters.refused++;
         }
@@ -146,6 +144,31 @@ export class SimFleet {
         this.opts.log?.(`runner ${r.name}: ${this.lastError}`);
         await new Promise((res) => setTimeout(res, 100));
       }
+    }
+  }
+
+  /**
+   * A batched lease call, retried like a real runner does on 5xx and transport errors (acks and
+   * completions are idempotent per token); each retry is counted as an error.
+   */
+  private async retrying(r: SimRunner, path: string, body: unknown): Promise<any> {
+    for (let attempt = 1; ; attempt++) {
+      let failure: string;
+      try {
+        const res = await this.call(r, path, body);
+        if (res.status === 200) return res.body;
+        failure = `${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`;
+        if (res.status < 500) throw new Error(failure);
+      } catch (err) {
+        if (this.stopping) throw err;
+        failure = (err as Error).message;
+        if (/HTTP 4\d\d/.test(failure)) throw err;
+      }
+      this.counters.errors++;
+      this.lastError = failure;
+      this.opts.log?.(`runner ${r.name}: ${failure} (retry ${attempt})`);
+      if (attempt >= 10) throw new Error(`${failure} (gave up after ${attempt} tries)`);
+      await new Promise((res) => setTimeout(res, Math.min(1_000, 50 * 2 ** attempt)));
     }
   }
 
