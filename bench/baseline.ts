@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { makeWorkerUtils, run, runMigrations, type Logger as GwLogger, type Runner, type WorkerUtils } from 'graphile-worker';
 import { Logger } from 'graphile-worker';
 import type { Sizes } from './args.js';
-import { checkpoint, costDelta, costSnapshot, topStatements, type BenchPostgres, type CostDelta, type TopStatement } from './pg.js';
+import { checkpoint, costDelta, costSnapshot, costSum, topStatements, type BenchPostgres, type CostDelta, type TopStatement } from './pg.js';
 import { onCleanup } from './procs.js';
 import { createPool, type Pool } from '../src/store/pool.js';
 import { figure, percentile, perSecond, type Figure } from './stats.js';
@@ -208,9 +208,10 @@ export function baselineFigures(t: BaselineThroughput | undefined, l: BaselineLa
   const out: Figure[] = [];
   if (t) {
     out.push(figure({ scenario: 'baseline', metric: `graphile-worker jobs/s (${t.jobs} jobs)`, value: t.jobsPerSecond, unit: 'jobs/s', better: 'higher' }));
-    const execMs = t.addCost.execMs === null || t.drainCost.execMs === null ? null : t.addCost.execMs + t.drainCost.execMs;
-    if (execMs !== null) out.push(figure({ scenario: 'baseline', metric: 'graphile-worker DB exec ms/job (add + drain)', value: execMs / t.jobs, unit: 'ms', better: 'lower' }));
-    out.push(figure({ scenario: 'baseline', metric: 'graphile-worker WAL bytes/job (add + drain)', value: (t.addCost.walBytes + t.drainCost.walBytes) / t.jobs, unit: 'B', better: 'lower' }));
+    const total = costSum(t.addCost, t.drainCost);
+    if (total.execMs !== null) out.push(figure({ scenario: 'baseline', metric: 'graphile-worker DB exec ms/job (add + drain)', value: total.execMs / t.jobs, unit: 'ms', better: 'lower' }));
+    out.push(figure({ scenario: 'baseline', metric: 'graphile-worker WAL bytes/job (add + drain)', value: total.walBytes / t.jobs, unit: 'B', better: 'lower' }));
+    if (total.cpuMs !== null) out.push(figure({ scenario: 'baseline', metric: 'graphile-worker DB process CPU ms/job (add + drain)', value: total.cpuMs / t.jobs, unit: 'ms', better: 'lower' }));
   }
   if (l) {
     out.push(figure({ scenario: 'baseline', metric: 'graphile-worker add→start p50', value: l.p50Ms, unit: 'ms', better: 'lower' }));

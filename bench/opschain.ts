@@ -12,7 +12,7 @@ import type { BenchArgs, ScenarioName, Sizes } from './args.js';
 import type { Baseline } from './baseline.js';
 import { prequeue, readyCount } from './prequeue.js';
 import { JsonClient } from './http.js';
-import { checkpoint, costDelta, costSnapshot, topStatements, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
+import { checkpoint, costDelta, costSnapshot, costSum, topStatements, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
 import { onCleanup, ServerProcess } from './procs.js';
 import { SimFleet } from './sim-fleet.js';
 import { figure, percentile, perSecond, round, type Figure } from './stats.js';
@@ -360,9 +360,8 @@ export class OpschainBench {
     const t = await this.throughput();
     const out: Figure[] = [];
     const per = (v: number | null, n: number) => (v === null ? null : v / n);
-    const both = (a: CostDelta, b: CostDelta): CostDelta => ({ execMs: a.execMs === null || b.execMs === null ? null : a.execMs + b.execMs, calls: null, walBytes: a.walBytes + b.walBytes });
-    const total = both(t.submitCost, t.drainCost);
-    const baseTotal = both(base.addCost, base.drainCost);
+    const total = costSum(t.submitCost, t.drainCost);
+    const baseTotal = costSum(base.addCost, base.drainCost);
     const push = (metric: string, v: number | null, b: number | null, unit: string, target?: string) => {
       if (v === null) return;
       const f = figure({ scenario: 'store-cost', metric, value: v, unit, baseline: b, better: 'lower', target });
@@ -371,9 +370,11 @@ export class OpschainBench {
     };
     push('DB exec ms/step (submit + drain)', per(total.execMs, t.steps), per(baseTotal.execMs, base.jobs), 'ms', '≤ 2× graphile-worker');
     push('WAL bytes/step (submit + drain)', per(total.walBytes, t.steps), per(baseTotal.walBytes, base.jobs), 'B', '≤ 2× graphile-worker');
+    push('DB process CPU ms/step (submit + drain)', per(total.cpuMs, t.steps), per(baseTotal.cpuMs, base.jobs), 'ms');
     push('DB exec ms/step (drain only)', per(t.drainCost.execMs, t.steps), per(base.drainCost.execMs, base.jobs), 'ms');
     push('WAL bytes/step (drain only)', per(t.drainCost.walBytes, t.steps), per(base.drainCost.walBytes, base.jobs), 'B');
-    push('statements/step (submit + drain)', per(t.submitCost.calls !== null && t.drainCost.calls !== null ? t.submitCost.calls + t.drainCost.calls : null, t.steps), per(base.addCost.calls !== null && base.drainCost.calls !== null ? base.addCost.calls + base.drainCost.calls : null, base.jobs), 'calls');
+    push('DB process CPU ms/step (drain only)', per(t.drainCost.cpuMs, t.steps), per(base.drainCost.cpuMs, base.jobs), 'ms');
+    push('statements/step (submit + drain)', per(total.calls, t.steps), per(baseTotal.calls, base.jobs), 'calls');
     for (const s of t.top.slice(0, 8)) {
       this.notes.push(`top statement (opschain throughput): ${round(s.totalMs)} ms total, ${s.calls} calls, ${round(s.meanMs)} ms/call, ${s.rows} rows: ${s.query}`);
     }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmbeddedStore } from '../src/store/embedded.js';
@@ -13,6 +13,8 @@ export interface BenchPostgres {
   version: string;
   /** pg_stat_statements is loaded and its extension can be created (store cost needs it). */
   statements: boolean;
+  /** The postmaster's pid when the cluster is ours and local: its process tree's CPU time is measurable. */
+  postmasterPid: number | null;
   stop(): Promise<void>;
 }
 
@@ -25,6 +27,7 @@ export function withDatabase(url: string, db: string): string {
 export async function startBenchPostgres(opts: { databaseUrl?: string; log: (m: string) => void }): Promise<BenchPostgres> {
   let adminUrl = opts.databaseUrl;
   let stopEmbedded: (() => Promise<void>) | undefined;
+  let postmasterPid: number | null = null;
   let dir: string | undefined;
   if (!adminUrl) {
     dir = mkdtempSync(join(tmpdir(), 'opschain-bench-'));
@@ -51,6 +54,7 @@ export async function startBenchPostgres(opts: { databaseUrl?: string; log: (m: 
       });
       adminUrl = store.url;
       stopEmbedded = () => store.stop();
+      postmasterPid = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]) || null;
     } catch (err) {
       rmSync(dir, { recursive: true, force: true });
       throw err;
@@ -66,6 +70,7 @@ export async function startBenchPostgres(opts: { databaseUrl?: string; log: (m: 
     embedded: !opts.databaseUrl,
     version: rows[0].v,
     statements,
+    postmasterPid,
     stop: () =>
       (stopped ??= (async () => {
         await admin.end().catch(() => {});
@@ -103,12 +108,44 @@ export class Databases {
   }
 }
 
+/** /proc/PID/stat fields after the command name: [state, ppid, …]; times are in USER_HZ (100/s). */
+function procStat(pid: number | string): string[] | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU time (ms) the whole cluster has used: the postmaster's own and its reaped children's
+ * (cutime/cstime) plus every live child's (backends, walwriter, checkpointer…). Its delta over a
+ * phase is the database's real CPU cost, lock waits excluded; null when the cluster is not ours.
+ */
+export function clusterCpuMs(pg: Pick<BenchPostgres, 'postmasterPid'>): number | null {
+  const pm = pg.postmasterPid;
+  if (!pm) return null;
+  const own = procStat(pm);
+  if (!own) return null;
+  // Fields (1-based in proc(5)) 14 utime, 15 stime, 16 cutime, 17 cstime; here offset by 3.
+  let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const st = procStat(entry);
+    if (st && Number(st[1]) === pm) ticks += Number(st[11]) + Number(st[12]);
+  }
+  return ticks * 10;
+}
+
 /** Cumulative store counters of one database at one instant. */
 export interface CostSnapshot {
+  /** CPU time of the cluster's processes (ms); null when the cluster is not a local child. */
+  cpuMs: number | null;
   /** Sum of pg_stat_statements.total_exec_time (ms) over the database's statements; null without the extension. */
   execMs: number | null;
   calls: number | null;
-  /** Cluster-wide WAL bytes written so far (pg_stat_wal). */
+  /** Cluster-wide WAL position in bytes (the insert LSN). */
   walBytes: number;
 }
 
@@ -121,7 +158,9 @@ export async function checkpoint(pg: BenchPostgres): Promise<void> {
 }
 
 export async function costSnapshot(pg: BenchPostgres, database: string): Promise<CostSnapshot> {
-  const wal = await pg.admin.query(`SELECT wal_bytes::float8 AS b FROM pg_stat_wal`);
+  // The insert LSN rather than pg_stat_wal.wal_bytes: backends flush their WAL statistics
+  // lazily (up to a second late since PostgreSQL 15), the LSN moves with every record.
+  const wal = await pg.admin.query(`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8 AS b`);
   let execMs: number | null = null;
   let calls: number | null = null;
   if (pg.statements) {
@@ -133,7 +172,7 @@ export async function costSnapshot(pg: BenchPostgres, database: string): Promise
     execMs = rows[0].ms;
     calls = rows[0].calls;
   }
-  return { execMs, calls, walBytes: wal.rows[0].b };
+  return { execMs, calls, walBytes: wal.rows[0].b, cpuMs: clusterCpuMs(pg) };
 }
 
 /** Needs the extension in the admin database to read pg_stat_statements from it. */
@@ -142,13 +181,14 @@ export async function prepareStatements(pg: BenchPostgres): Promise<void> {
   await pg.admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
 }
 
-export interface CostDelta { execMs: number | null; calls: number | null; walBytes: number }
+export interface CostDelta { execMs: number | null; calls: number | null; walBytes: number; cpuMs: number | null }
 
 export function costDelta(before: CostSnapshot, after: CostSnapshot): CostDelta {
   return {
     execMs: before.execMs === null || after.execMs === null ? null : after.execMs - before.execMs,
     calls: before.calls === null || after.calls === null ? null : after.calls - before.calls,
     walBytes: after.walBytes - before.walBytes,
+    cpuMs: before.cpuMs === null || after.cpuMs === null ? null : after.cpuMs - before.cpuMs,
   };
 }
 
@@ -164,4 +204,10 @@ export async function topStatements(pg: BenchPostgres, database: string, limit =
     [database, limit],
   );
   return rows.map((r) => ({ query: String(r.query).replace(/\s+/g, ' ').slice(0, 240), calls: r.calls, totalMs: r.total, meanMs: r.mean, rows: r.rows }));
+}
+
+/** Two consecutive deltas as one. */
+export function costSum(a: CostDelta, b: CostDelta): CostDelta {
+  const add = (x: number | null, y: number | null) => (x === null || y === null ? null : x + y);
+  return { execMs: add(a.execMs, b.execMs), calls: add(a.calls, b.calls), walBytes: a.walBytes + b.walBytes, cpuMs: add(a.cpuMs, b.cpuMs) };
 }
