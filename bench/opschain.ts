@@ -11,7 +11,6 @@ import { tokenCreate } from '../src/store/tokens.js';
 import type { BenchArgs, ScenarioName, Sizes } from './args.js';
 import type { Baseline } from './baseline.js';
 import { prequeue, readyCount } from './prequeue.js';
-import { JsonClient } from './http.js';
 import { checkpoint, costDelta, costSnapshot, costSum, topStatements, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
 import { onCleanup, ServerProcess } from './procs.js';
 import { SimFleet } from './sim-fleet.js';
