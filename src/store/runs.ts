@@ -385,10 +385,17 @@ export async function runPinRemove(client: PoolClient, runId: number): Promise<v
 
 /**
  * Every failed or system_error step becomes ready as its next attempt (fresh, unsealed log), and
- * every skipped step goes back to pending to follow once what it needs succeeds (a step is only
- * ever skipped below a failure or a lost pin, both of which this retry re-enters).
+ * every skipped or cancelled step goes back to pending, to follow once what it needs succeeds (a
+ * step is only skipped below a failure or a lost pin, and cancelled steps were interrupted, not
+ * judged: leaving either behind would strand the steps that need them). Nothing changes when the
+ * run has no such step.
  */
-export async function stepsRetry(client: PoolClient, runId: number): Promise<{ retried: StepRow[]; reopened: string[] }> {
+export async function stepsRetry(client: PoolClient, runId: number): Promise<{ retried: StepRow[]; reopened: StepRow[] }> {
+  const { rows: any } = await client.query(
+    `SELECT 1 FROM steps WHERE run_id = $1 AND status IN ('failed', 'system_error', 'cancelled') LIMIT 1`,
+    [runId],
+  );
+  if (any.length === 0) return { retried: [], reopened: [] };
   const { rows } = await client.query(
     `UPDATE steps SET status = 'ready', attempt = attempt + 1, runner_id = NULL, exit_code = NULL, cause = NULL,
             started_at = NULL, finished_at = NULL, log_sealed = false
@@ -396,13 +403,13 @@ export async function stepsRetry(client: PoolClient, runId: number): Promise<{ r
      RETURNING *`,
     [runId],
   );
-  const retried = rows.map(mapStep).sort((a, b) => a.id - b.id);
-  if (retried.length === 0) return { retried, reopened: [] };
   const { rows: reopened } = await client.query(
-    `UPDATE steps SET status = 'pending', cause = NULL, finished_at = NULL WHERE run_id = $1 AND status = 'skipped' RETURNING id, name`,
+    `UPDATE steps SET status = 'pending', runner_id = NULL, exit_code = NULL, cause = NULL, started_at = NULL, finished_at = NULL, log_sealed = false
+      WHERE run_id = $1 AND status IN ('skipped', 'cancelled')
+     RETURNING *`,
     [runId],
   );
-  return { retried, reopened: reopened.sort((a, b) => Number(a.id) - Number(b.id)).map((r) => r.name) };
+  return { retried: rows.map(mapStep).sort((a, b) => a.id - b.id), reopened: reopened.map(mapStep).sort((a, b) => a.id - b.id) };
 }
 
 /** A runner's display name, or its id when it is not registered (any more). */

@@ -185,6 +185,25 @@ steps:
     await expect(runCancel(pool, 999_999)).rejects.toThrow('no run with id 999999');
   });
 
+  it('retry after a cancel re-enters what was interrupted, so nothing is left stranded', async () => {
+    const pool = db.current.pool;
+    const run = await submit('name: cr\nsteps:\n  a: { run: exit 1 }\n  b: { run: sleep 100 }\n  d: { run: echo d, needs: [a, b] }\n');
+    const b = await deliver(pool, { run, step: 'b' });
+    await runStep(pool, run, 'a', 'failed');
+    expect(await stepStates(pool, run)).toEqual({ a: 'failed/1', b: 'running/1', d: 'skipped/0' });
+    await runCancel(pool, run, { actor: 'test' });
+    expect(await stepStates(pool, run)).toEqual({ a: 'failed/1', b: 'cancelled/1', d: 'skipped/0' });
+    expect(await runRetry(pool, run, { actor: 'test' })).toEqual({ id: run, status: 'running', retried: [{ name: 'a', attempt: 2 }, { name: 'b', attempt: 2 }], reopened: ['d'] });
+    expect(await queued(pool, run)).toEqual([['a', 2], ['b', 2]]);
+    // The revoked attempt of b finishing late changes nothing.
+    await complete(pool, b, { status: 'succeeded' });
+    expect(await stepStates(pool, run)).toMatchObject({ b: 'ready/2' });
+    await runStep(pool, run, 'a');
+    await runStep(pool, run, 'b');
+    await runStep(pool, run, 'd');
+    expect(await runState(pool, run)).toEqual({ status: 'succeeded', cause: null, finished: true });
+  });
+
   it('enqueue idempotency holds through the hooks: duplicate completions and re-enqueues queue once', async () => {
     const pool = db.current.pool;
     const run = await submit(DIAMOND);
@@ -241,7 +260,7 @@ steps:
     const { rows } = await pool.query(`SELECT count(*)::int AS n FROM scheduler_run_pins WHERE run_id = $1`, [run]);
     expect(rows[0].n).toBe(0);
 
-    expect(await runRetry(pool, run, { actor: 'test' })).toEqual({ id: run, status: 'running', retried: [{ name: 'a', attempt: 2 }], reopened: ['c'] });
+    expect(await runRetry(pool, run, { actor: 'test' })).toEqual({ id: run, status: 'running', retried: [{ name: 'a', attempt: 2 }, { name: 'b', attempt: 2 }], reopened: ['c'] });
     expect(await queued(pool, run)).toEqual([['a', 2], ['b', 2]]);
   });
 
