@@ -13,7 +13,7 @@ describe('1,000 steps through 4 runner processes', () => {
   it('executes each step exactly once, counted by its side effect', async () => {
     fleet = new Fleet(db.current.pool, db.current.url);
     await fleet.startServer();
-    const runners = [1, 2, 3, 4].map((i) => fleet!.runner(`bulk-${i}`, ['--max-parallel-steps', '4']));
+    const runners = [1, 2, 3, 4].map((i) => fleet!.runner(`bulk-${i}`, ['--max-parallel-steps', '4', '--max-load', '4']));
     const ids = await Promise.all(runners.map((r) => fleet!.ready(r)));
     const side = fleet.path('bulk.side');
     const runIds: number[] = [];

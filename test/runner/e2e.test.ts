@@ -17,7 +17,8 @@ const diamond = (side: string, failing?: string) => ({
   },
 });
 
-describe('runs reach real runner processes', () => {
+// Real processes on a shared machine: generous bounds, conditions not timings.
+describe('runs reach real runner processes', { timeout: 150_000 }, () => {
   const db = useTestDatabase();
   let fleet: Fleet;
   beforeAll(async () => {
