@@ -197,7 +197,7 @@ export class RunnerClient {
       }
       const moved = this.server !== previous;
       const level = failures === 1 || moved || failures % 10 === 0 ? 'warn' : 'debug';
-      this.log[level]({ server: previous, path, problem, failures, next: this.server }, moved ? `runner protocol: ${previous} failed (${problem}); failing over to ${this.server}` : `runner protocol: ${previous} failed (${problem}); retrying`);
+      this.log[level]({ server: previous, path, problem, failures, next: this.server }, `runner protocol: ${path} on ${previous} failed (${problem}); ${moved ? `failing over to ${this.server}` : 'retrying'}`);
       // Try every server once before backing off, so a dead first server costs one round trip.
       if (this.servers.length === 1 || failures % this.servers.length === 0) {
         const round = Math.ceil(failures / this.servers.length);

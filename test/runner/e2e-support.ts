@@ -26,8 +26,8 @@ export class Fleet {
 
   constructor(private readonly pool: Pool, private readonly databaseUrl: string) {}
 
-  async startServer(opts: { leaseTtlMs?: number; pollWindowMs?: number } = {}): Promise<ServerHandle> {
-    const server = await startTestServer(this.databaseUrl, { features: serverFeatures(), config: { leaseTtlMs: opts.leaseTtlMs ?? 6_000, pollWindowMs: opts.pollWindowMs ?? 2_000 } });
+  async startServer(opts: { leaseTtlMs?: number; pollWindowMs?: number; databaseUrl?: string } = {}): Promise<ServerHandle> {
+    const server = await startTestServer(opts.databaseUrl ?? this.databaseUrl, { features: serverFeatures(), config: { leaseTtlMs: opts.leaseTtlMs ?? 6_000, pollWindowMs: opts.pollWindowMs ?? 2_000 } });
     this.servers.push(server);
     if (!this.registrationToken) this.registrationToken = (await tokenCreate(this.pool, { kind: 'registration', name: 'e2e' })).secret;
     return server;
