@@ -10,6 +10,8 @@ export interface BenchArgs {
   out?: string;
   /** Write a V8 CPU profile of each opschain server into this directory (`node --cpu-prof`). */
   cpuProfDir?: string;
+  /** Steps per submitted run in the throughput and replicas workloads (default 10). */
+  stepsPerRun?: number;
   help: boolean;
 }
 
@@ -23,6 +25,8 @@ export const USAGE = `usage: npm run bench -- [--scenario NAME[,NAME]]... [--qui
                     instead of starting an embedded one
   --out FILE        also write the JSON lines to FILE
   --cpu-prof DIR    run the opschain servers with --cpu-prof, writing profiles into DIR
+                    (summarise one with: node dist/bench/profile.js FILE.cpuprofile)
+  --steps-per-run N runs of N independent steps in the throughput workloads (default 10)
 `;
 
 export function parseArgs(argv: readonly string[]): BenchArgs {
@@ -62,6 +66,12 @@ export function parseArgs(argv: readonly string[]): BenchArgs {
       case '--cpu-prof':
         args.cpuProfDir = take();
         break;
+      case '--steps-per-run': {
+        const n = Number(take());
+        if (!Number.isInteger(n) || n < 1 || n > 1000) throw new ArgsError('--steps-per-run: expected an integer 1-1000');
+        args.stepsPerRun = n;
+        break;
+      }
       case '--help':
       case '-h':
         args.help = true;

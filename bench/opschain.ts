@@ -168,7 +168,8 @@ export class OpschainBench {
     const { sizes } = env;
     const d = await this.deploy(label, replicas);
     try {
-      const runs = sizes.throughputSteps / sizes.stepsPerRun;
+      const runs = Math.ceil(sizes.throughputSteps / sizes.stepsPerRun);
+      const steps = runs * sizes.stepsPerRun;
       const fleet = this.fleet(d, sizes.runners, sizes.runnerSlots);
       await fleet.register();
       await checkpoint(env.pg);
@@ -176,15 +177,16 @@ export class OpschainBench {
       env.progress(`${label}: submitting ${runs} runs of ${sizes.stepsPerRun} steps`);
       await this.submitRuns(d, runs, sizes.stepsPerRun, label);
       const c1 = await costSnapshot(env.pg, d.db.name);
-      env.progress(`${label}: draining ${sizes.throughputSteps} steps with ${sizes.runners} runners (${sizes.runnerSlots} offers per acquire) over ${replicas} replica${replicas === 1 ? '' : 's'}`);
+      env.progress(`${label}: draining ${steps} steps with ${sizes.runners} runners (${sizes.runnerSlots} offers per acquire) over ${replicas} replica${replicas === 1 ? '' : 's'}`);
       fleet.start();
-      await fleet.until((c) => c.completed >= sizes.throughputSteps, this.limitMs, `${sizes.throughputSteps} completions`);
+      await fleet.until((c) => c.completed >= steps, this.limitMs, `${steps} completions`);
       const ms = fleet.counters.lastCompleteAt - fleet.counters.firstOfferAt;
       const c2 = await costSnapshot(env.pg, d.db.name);
       await fleet.stop();
+      this.notes.push(`${label}: runner cycle: ${fleet.cycleSummary()}`);
       await this.checkDrained(d, fleet, label);
       const top = await topStatements(env.pg, d.db.name, 12);
-      return { steps: sizes.throughputSteps, ms, stepsPerSecond: perSecond(sizes.throughputSteps, ms), submitCost: costDelta(c0, c1), drainCost: costDelta(c1, c2), top };
+      return { steps, ms, stepsPerSecond: perSecond(steps, ms), submitCost: costDelta(c0, c1), drainCost: costDelta(c1, c2), top };
     } finally {
       await d.stop();
     }
@@ -284,6 +286,7 @@ export class OpschainBench {
         await fleet.until((c) => c.completed >= sizes.depthDrain, this.limitMs, `${sizes.depthDrain} completions at depth ${depth}`);
         const ms = fleet.counters.lastCompleteAt - fleet.counters.firstOfferAt;
         await fleet.stop();
+        this.notes.push(`depth ${depth}: runner cycle: ${fleet.cycleSummary()}`);
         const rate = perSecond(fleet.counters.completed, ms);
         rates.push(rate);
         figures.push(figure({ scenario: 'depth', metric: `steps/s at ${depth.toLocaleString('en-US')} ready`, value: rate, unit: 'steps/s', baseline: base.jobsPerSecond, better: 'higher' }));

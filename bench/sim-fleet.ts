@@ -38,6 +38,13 @@ export interface FleetCounters {
   lastCompleteAt: number;
   /** Acquire calls currently parked at the server. */
   parked: number;
+  /** Time spent in each call kind, summed over the fleet (acquire: only those answered with offers). */
+  acquireMs: number;
+  offeredAcquires: number;
+  ackMs: number;
+  acks: number;
+  completeMs: number;
+  completes: number;
 }
 
 /**
@@ -46,7 +53,7 @@ export interface FleetCounters {
  * process, so the figures measure the dispatch plane alone.
  */
 export class SimFleet {
-  readonly counters: FleetCounters = { acquires: 0, emptyPolls: 0, offers: 0, completed: 0, refused: 0, errors: 0, firstOfferAt: 0, lastCompleteAt: 0, parked: 0 };
+  readonly counters: FleetCounters = { acquires: 0, emptyPolls: 0, offers: 0, completed: 0, refused: 0, errors: 0, firstOfferAt: 0, lastCompleteAt: 0, parked: 0, acquireMs: 0, offeredAcquires: 0, ackMs: 0, acks: 0, completeMs: 0, completes: 0 };
   readonly client = new JsonClient();
   private runners: SimRunner[] = [];
   private loops: Promise<void>[] = [];
@@ -102,6 +109,7 @@ export class SimFleet {
       try {
         counters.acquires++;
         counters.parked++;
+        const sent = performance.now();
         let res;
         try {
           res = await this.call(r, '/api/runner/acquire', { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs }, waitMs + 30_000);
@@ -119,11 +127,15 @@ export class SimFleet {
           continue;
         }
         const at = performance.now();
+        counters.acquireMs += at - sent;
+        counters.offeredAcquires++;
         if (!counters.firstOfferAt) counters.firstOfferAt = at;
         counters.offers += offers.length;
         for (const o of offers) this.opts.onOffer?.(o, at);
         const leases = offers.map((o) => ({ step_id: o.step_id, token: o.token }));
         const ack = await this.retrying(r, '/api/runner/ack', { leases });
+        counters.ackMs += performance.now() - at;
+        counters.acks++;
         const acked = new Set<number>();
         for (const item of ack.results ?? []) {
           if (item.ok) acked.add(Number(item.step_id));
@@ -131,7 +143,10 @@ export class SimFleet {
         }
         const completions = offers.filter((o) => acked.has(Number(o.step_id))).map((o) => ({ step_id: o.step_id, token: o.token, exit_code: 0 }));
         if (completions.length === 0) continue;
+        const completing = performance.now();
         const done = await this.retrying(r, '/api/runner/complete', { completions });
+        counters.completeMs += performance.now() - completing;
+        counters.completes++;
         for (const item of done.results ?? []) {
           if (item.ok) counters.completed++;
           else counters.refused++;
@@ -170,6 +185,13 @@ export class SimFleet {
       if (attempt >= 10) throw new Error(`${failure} (gave up after ${attempt} tries)`);
       await new Promise((res) => setTimeout(res, Math.min(1_000, 50 * 2 ** attempt)));
     }
+  }
+
+  /** Where a runner's cycle goes, from the runner's side: mean ms per call kind and offers per acquire. */
+  cycleSummary(): string {
+    const c = this.counters;
+    const mean = (ms: number, n: number) => (n ? (ms / n).toFixed(1) : '—');
+    return `acquire answered with offers after ${mean(c.acquireMs, c.offeredAcquires)} ms (mean), ${(c.offers / Math.max(1, c.offeredAcquires)).toFixed(2)} offers each; ack ${mean(c.ackMs, c.acks)} ms; complete ${mean(c.completeMs, c.completes)} ms; ${c.emptyPolls} empty polls; ${c.errors} retried errors`;
   }
 
   /** Resolves when `cond` holds, polling the counters; rejects after timeoutMs or when every loop has died. */
