@@ -20,7 +20,7 @@ import {
 } from '../store/coordination.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { claimReclaimDead, type ReclaimedClaim } from '../store/reclaim.js';
-import { replicaHeartbeat, replicaRegister } from '../store/replicas.js';
+import { replicaHeartbeat, replicaRegister, replicaStop } from '../store/replicas.js';
 import { runnerLivenessSweep, type LivenessChange } from '../store/runner-liveness.js';
 import { VERSION } from '../version.js';
 import { emitCoordination, type TickReport } from './events.js';
@@ -241,18 +241,31 @@ export function coordinationFeature(opts: CoordinationFeatureOptions = {}): Feat
       leaderPasses: opts.leaderPasses?.map((pass) => () => pass(ctx)),
     };
     ctx.ownership = state;
-    ctx.loops.push(
-      startLoop({
-        name: 'coordination',
-        clock: ctx.clock,
-        log: deps.log,
-        once: async () => {
-          await coordinationOnce(deps);
-          return deps.timing.tickMs;
-        },
-        errorDelayMs: 1_000,
-      }),
-    );
-    ctx.onStop.push(() => coordinationRelease(deps));
+    const loop = startLoop({
+      name: 'coordination',
+      clock: ctx.clock,
+      log: deps.log,
+      once: async () => {
+        await coordinationOnce(deps);
+        return deps.timing.tickMs;
+      },
+      errorDelayMs: 1_000,
+    });
+    ctx.loops.push(loop);
+    // Hand over at the very start of a clean shutdown, before HTTP drains its in-flight requests:
+    // this replica stops dispatching at once, a peer takes the leader lease and the shards on its
+    // next tick instead of after the 15 s expiry. The leases go before the row is marked stopped,
+    // so no valid lease is ever held by a stopped replica.
+    let released: Promise<void> | undefined;
+    const handOver = () =>
+      (released ??= (async () => {
+        await loop.stop();
+        await coordinationRelease(deps);
+        await replicaStop(ctx.pool, ctx.replicaId);
+      })());
+    ctx.app.addHook('preClose', async () => {
+      await handOver().catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not hand over the coordination leases'));
+    });
+    ctx.onStop.push(handOver);
   };
 }

@@ -71,6 +71,8 @@ export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
     });
     const dbUrl = ctx.databaseUrl;
     const listener = listenChannel(dbUrl, QUEUE_CHANNEL, () => loop.kick(), (err) => deps.log.debug({ err: err.message }, 'queue listener reconnecting'));
+    // Parked long polls would hold the HTTP close for a whole poll window: answer them first.
+    ctx.app.addHook('preClose', async () => registry.drainAll());
     ctx.onStop.push(async () => {
       registry.drainAll();
       await listener.stop();
