@@ -10,11 +10,13 @@ describe('opschain admin status and admin replica quiesce|resume', () => {
   it('status --json lists replicas with their state; the table names the leader and postures', async () => {
     await replicaRegister(db.current.pool, { id: 'web-aaaaaa', host: 'web', site: 'dc1', version: '0.1.0' });
     await replicaRegister(db.current.pool, { id: 'web-bbbbbb', host: 'web', version: '0.1.0' });
+    // Ages far from the 15 s window either way, so a slow CLI start cannot change a state.
+    await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() + interval '1 hour' WHERE id = 'web-aaaaaa'`);
     await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '1 minute' WHERE id = 'web-bbbbbb'`);
     await db.current.pool.query(
       `INSERT INTO coordination_leases (name, holder, token, expires_at)
-       SELECT 'shard:' || g, 'web-aaaaaa', 1, now() + interval '15 seconds' FROM generate_series(0, 9) g
-       UNION ALL SELECT 'cron-leader', 'web-aaaaaa', 2, now() + interval '15 seconds'`,
+       SELECT 'shard:' || g, 'web-aaaaaa', 1, now() + interval '1 hour' FROM generate_series(0, 9) g
+       UNION ALL SELECT 'cron-leader', 'web-aaaaaa', 2, now() + interval '1 hour'`,
     );
     const r = await cli('admin', 'status', '--json');
     expect(r.code).toBe(0);
@@ -38,6 +40,7 @@ describe('opschain admin status and admin replica quiesce|resume', () => {
 
   it('quiesce and resume are idempotent, audited, and refuse an unknown replica with exit 2', async () => {
     await replicaRegister(db.current.pool, { id: 'web-cccccc', host: 'web', version: '0.1.0' });
+    await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() + interval '1 hour' WHERE id = 'web-cccccc'`);
     const q1 = await cli('admin', 'replica', 'quiesce', 'web-cccccc', '--json');
     expect(q1.code).toBe(0);
     expect(JSON.parse(q1.stdout)).toEqual({ id: 'web-cccccc', quiesced: true, changed: true });

@@ -157,10 +157,11 @@ describe('three replica processes, one queue', () => {
     // Figures for docs/scaling.md (printed so a run records them).
     console.log(`failover after kill -9: new leader ${result.leaderMs} ms, shards moved ${result.shardsMs} ms, dead replica's waiting work dispatched ${result.dispatchMs} ms`);
     // Leader: its lease lapses 15 s (three ticks) after its last renewal, a peer takes it on its next tick.
-    expect(result.leaderMs).toBeLessThan(15_000 + 5_000 + 2_500);
-    // Staleness window + one coordination tick + one dispatch tick (2 s idle), with slack for a loaded machine.
-    expect(result.dispatchMs).toBeLessThan(15_000 + 5_000 + 2_000 + 3_000);
-    expect(result.shardsMs).toBeLessThan(15_000 + 5_000 + 3_000);
+    // Generous bounds (a loaded CI machine stretches every tick); the point is "well inside the
+    // 3 min lease TTL": the nominal figures are 15 s + 5 s, and 15 s + 5 s + 2 s for the dispatch.
+    expect(result.leaderMs).toBeLessThan(35_000);
+    expect(result.shardsMs).toBeLessThan(35_000);
+    expect(result.dispatchMs).toBeLessThan(40_000);
     await waitFor(async () => {
       const { rows } = await db.current.pool.query(`SELECT count(*)::int AS n FROM runs WHERE id = ANY($1::bigint[]) AND status = 'succeeded'`, [result.allRunIds]);
       return rows[0].n === result.allRunIds.length;
@@ -181,7 +182,8 @@ describe('three replica processes, one queue', () => {
       return l && l !== leader.id ? Date.now() : undefined;
     }, { timeoutMs: 20_000, intervalMs: 50, what: 'a new leader after the clean stop' });
     console.log(`leader hand-over after a clean stop: ${next! - stoppedAt} ms`);
-    expect(next! - stoppedAt).toBeLessThan(5_000 + 2_500);
+    // One tick (5 s) plus a loaded machine's slack: far below the 15 s lease.
+    expect(next! - stoppedAt).toBeLessThan(10_000);
     const after = await status();
     expect(after.replicas.find((r) => r.id === leader.id)).toMatchObject({ state: 'stopped', shards: [], leader: false });
     replicas.splice(replicas.indexOf(leader), 1);
@@ -208,7 +210,13 @@ describe('three replica processes, one queue', () => {
       await waitFor(async () => {
         const { rows } = await db.current.pool.query(`SELECT count(*)::int AS n FROM runs WHERE id = ANY($1::bigint[]) AND status = 'running'`, [runIds]);
         return rows[0].n === 0;
-      }, { timeoutMs: 180_000, intervalMs: 250, what: 'every run finished' });
+      }, { timeoutMs: 240_000, intervalMs: 250, what: 'every run finished' }).catch(async (err) => {
+        // Say where the work is stuck, not only that it is.
+        const steps = await db.current.pool.query(`SELECT status, count(*)::int AS n FROM steps WHERE run_id = ANY($1::bigint[]) GROUP BY status`, [runIds]);
+        const leases = await db.current.pool.query(`SELECT step_id, attempt, holder, runner_id, delivered_at, acked_at, executing, expires_at FROM scheduler_job_leases LIMIT 20`);
+        const ready = await db.current.pool.query(`SELECT step_id, attempt, shard, ready_at FROM queue_ready LIMIT 20`);
+        throw new Error(`${(err as Error).message}: steps ${JSON.stringify(steps.rows)}, leases ${JSON.stringify(leases.rows)}, ready ${JSON.stringify(ready.rows)}, status ${JSON.stringify(await status())}`);
+      });
     });
 
     const { rows: runs } = await db.current.pool.query(`SELECT status, count(*)::int AS n FROM runs WHERE id = ANY($1::bigint[]) GROUP BY status`, [runIds]);
@@ -224,5 +232,5 @@ describe('three replica processes, one queue', () => {
     expect([...executions.entries()].filter(([, n]) => n !== 1)).toEqual([]);
     const { rows: queue } = await db.current.pool.query(`SELECT (SELECT count(*) FROM queue_ready)::int AS ready, (SELECT count(*) FROM scheduler_job_leases)::int AS leased`);
     expect(queue[0]).toEqual({ ready: 0, leased: 0 });
-  }, 300_000);
+  }, 360_000);
 });

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import type { AdminStatus } from '../../src/coordination/status.js';
+import { ageText, shardRanges, statusRows, statusSummary } from '../../src/views/status.js';
+
+describe('admin status view', () => {
+  it('writes shard sets as ranges', () => {
+    expect(shardRanges([])).toBe('');
+    expect(shardRanges([5])).toBe('5');
+    expect(shardRanges([8, 0, 1, 2, 5, 7])).toBe('0-2,5,7-8');
+  });
+
+  it('writes ages the way an operator reads them', () => {
+    expect(ageText(3_210)).toBe('3.2s');
+    expect(ageText(250_000)).toBe('4m10s');
+    expect(ageText(7_500_000)).toBe('2h05m');
+  });
+
+  it('lists live replicas first and summarises leader, shards and posture', () => {
+    const base = { host: 'h', version: '0.1.0', httpAddress: null, startedAt: '', heartbeatAt: '' };
+    const status: AdminStatus = {
+      at: '',
+      replicas: [
+        { ...base, id: 'b-dead', site: null, heartbeatAgeMs: 60_000, state: 'dead', shards: [], leader: false },
+        { ...base, id: 'a-live', site: 'dc1', heartbeatAgeMs: 1_000, state: 'live', shards: [0, 1, 2], leader: true },
+      ],
+      leader: { replicaId: 'a-live', token: 7, since: '', expiresAt: '' },
+      shards: { total: 64, owned: 3, unowned: Array.from({ length: 61 }, (_, i) => i + 3) },
+      postures: { quiesced: false, halted: true, reason: 'incident 42', actor: 'ops', since: '' },
+      stalenessMs: 15_000,
+    };
+    expect(statusRows(status).map((r) => [r.replica, r.state, r.shards, r.leader])).toEqual([
+      ['a-live', 'live', '3 (0-2)', 'leader'],
+      ['b-dead', 'dead', '0', ''],
+    ]);
+    expect(statusSummary(status)).toEqual(['leader: a-live (token 7)', 'shards owned: 3/64, unowned: 3-63', 'fleet posture: HALTED (incident 42)']);
+  });
+});
