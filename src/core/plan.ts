@@ -36,6 +36,11 @@ export interface PlanInput {
    * rather than the runners parked this tick; absent, the parked waiters stand for the fleet.
    */
   fleet?: FleetRunner[];
+  /**
+   * runner id → the run-scoped run it is executing now. Such a runner takes only that run's work
+   * (one run per runner at a time), whatever its polls ask for.
+   */
+  runnerRuns?: Map<string, number>;
 }
 
 export interface Delivery {
@@ -75,7 +80,7 @@ export function fullPool(pools: string[], state: PoolState, extra: Map<string, n
  * Claims are taken in (lane, stride pass, ready_at) order. For each, in this order: every pool it
  * demands must have room (all or none, counting this plan's earlier admissions); a pinned run goes
  * only to its pinned runner and never past max_parallel out at once (a pin made earlier in this
- * plan binds its siblings); placement picks the parked waiters that match, undrained, with slots;
+ * plan binds its siblings), and a runner executing a run-scoped run takes nothing else; placement picks the parked waiters that match, undrained, with slots;
  * load picks the least loaded that fits, or the idle most capable runner for a step larger than
  * every matching max_load when acceptExceeding. Anything else returns to the queue with a reason.
  * Nothing here over-admits: pool holds, slots and running load are tallied as deliveries are planned.
@@ -88,6 +93,7 @@ export function planDelivery(input: PlanInput): PlanOutput {
   for (const w of input.waiters) running.set(w.runnerId, input.runningLoad?.get(w.runnerId) ?? Math.max(running.get(w.runnerId) ?? 0, w.runningLoad));
   const fleet = mergeFleet(input.fleet, input.waiters);
   const pins = new Map(input.pins);
+  const runnerRuns = new Map(input.runnerRuns);
   const outstanding = new Map(input.outstandingByRun);
   const poolsTaken = new Map<string, number>();
   const deliveries: Delivery[] = [];
@@ -111,7 +117,11 @@ export function planDelivery(input: PlanInput): PlanOutput {
       }
     }
     const eligible = (w: Waiter) =>
-      (w.onlyRunId === null || w.onlyRunId === entry!.runId) && (pinned === undefined || w.runnerId === pinned) && !isDrained(w, drains) && placementMatches(entry!.requirement, w);
+      (w.onlyRunId === null || w.onlyRunId === entry!.runId) &&
+      (pinned === undefined || w.runnerId === pinned) &&
+      (runnerRuns.get(w.runnerId) ?? entry!.runId) === entry!.runId &&
+      !isDrained(w, drains) &&
+      placementMatches(entry!.requirement, w);
     const open = slots.filter((s) => s.left > 0 && eligible(s.waiter));
     if (open.length === 0) {
       if (pinned !== undefined) back(entry, 'pinned_runner_not_parked', `pinned runner ${pinned} has no free poll`);
@@ -137,6 +147,7 @@ export function planDelivery(input: PlanInput): PlanOutput {
     if (scoped) outstanding.set(entry.runId, (outstanding.get(entry.runId) ?? 0) + 1);
     const pin = entry.runScope && pinned === undefined;
     if (pin) pins.set(entry.runId, slot.waiter.runnerId);
+    if (scoped) runnerRuns.set(slot.waiter.runnerId, entry.runId);
     fair.charge(entry.lane, entry.fairKey, entry.weight);
     deliveries.push({ entry, waiter: slot.waiter, pin, exceedsMaxLoad: choice.kind === 'exceeding' });
   }

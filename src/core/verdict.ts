@@ -13,6 +13,8 @@ export interface VerdictFleet {
   drains?: DrainState;
   /** run id → how many of its steps are out right now (run-scoped runs). */
   outstandingByRun?: Map<number, number>;
+  /** runner id → the run-scoped run it is executing now (it takes nothing else meanwhile). */
+  runnerRuns?: Map<string, number>;
 }
 
 export interface Postures {
@@ -77,6 +79,8 @@ export function verdict(entry: QueueEntry, fleet: VerdictFleet, postures: Postur
     if (isDrained(r, drains)) return { code: 'pinned_runner_busy', reason: `pinned runner ${nameOf(r)} busy: drained`, satisfiable: true, runner: nameOf(r) };
     const out = fleet.outstandingByRun?.get(entry.runId) ?? 0;
     if (out >= entry.maxParallel) return { code: 'pinned_runner_busy', reason: `pinned runner ${nameOf(r)} busy: run at max_parallel_steps (${out}/${entry.maxParallel})`, satisfiable: true, runner: nameOf(r) };
+    const other = fleet.runnerRuns?.get(r.runnerId);
+    if (other !== undefined && other !== entry.runId) return { code: 'pinned_runner_busy', reason: `pinned runner ${nameOf(r)} busy: running run ${other}`, satisfiable: true, runner: nameOf(r) };
     if (fitsEver(r, entry.load) && !fitsNow(r, entry.load)) return { code: 'pinned_runner_busy', reason: `pinned runner ${nameOf(r)} busy: ${headroom(r)} free, step needs ${fmt(entry.load)}`, satisfiable: true, runner: nameOf(r) };
     considered = [r];
   }
@@ -93,7 +97,16 @@ export function verdict(entry: QueueEntry, fleet: VerdictFleet, postures: Postur
   if (up.length === 0) return { code: 'all_matches_offline', reason: `every matching runner offline (${list(undrained)})`, satisfiable: true };
 
   const couldFit = up.filter((r) => fitsEver(r, entry.load));
-  if (couldFit.length > 0 && !couldFit.some((r) => fitsNow(r, entry.load))) {
+  const otherRun = (r: VerdictRunner) => {
+    const run = fleet.runnerRuns?.get(r.runnerId);
+    return run !== undefined && run !== entry.runId ? run : undefined;
+  };
+  if (couldFit.length > 0 && !couldFit.some((r) => fitsNow(r, entry.load) && otherRun(r) === undefined)) {
+    const loadFree = couldFit.filter((r) => fitsNow(r, entry.load));
+    if (loadFree.length > 0) {
+      const held = loadFree.reduce((a, b) => (nameOf(b) < nameOf(a) ? b : a));
+      return { code: 'all_matches_busy', reason: `every matching runner busy: ${nameOf(held)} is running run ${otherRun(held)} (scope run)`, satisfiable: true, runner: nameOf(held) };
+    }
     const best = couldFit.reduce((a, b) => (free(b) > free(a) || (free(b) === free(a) && b.runnerId < a.runnerId) ? b : a));
     return { code: 'all_matches_busy', reason: `every matching runner busy by load: best ${nameOf(best)} has ${headroom(best)} free, step needs ${fmt(entry.load)}`, satisfiable: true, runner: nameOf(best) };
   }

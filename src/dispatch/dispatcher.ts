@@ -1,7 +1,7 @@
 import type { QueueEntry, Waiter } from '../core/entry.js';
 import { planDelivery, type Delivery, type FleetRunner } from '../core/plan.js';
 import { leaseDeliver, leasesOutstandingByRun, offerDetails, pinsCreate, pinsForRuns, type LeaseRow, type OfferDetail } from '../store/leases.js';
-import { fleetRead } from '../store/fleet.js';
+import { fleetRead, runnerScopedRuns } from '../store/fleet.js';
 import { withTransaction } from '../store/pool.js';
 import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
 import { postureRead } from '../store/posture.js';
@@ -78,6 +78,7 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
     const tickOut = new Map<number, number>();
     const tickHolds = new Map<string, number>();
     let fleet: FleetRunner[] | undefined;
+    const runnerRuns = await runnerScopedRuns(client, [...new Set(waiters.map((w) => w.runnerId))]);
     for (let page = 0; page < MAX_PAGES; page++) {
       const open = remaining.filter((w) => w.slots > 0 && !w.drained);
       const slots = open.reduce((n, w) => n + w.slots, 0);
@@ -99,12 +100,13 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
       // larger than some parked runner could ever take.
       const smallest = Math.min(...open.map((w) => w.maxLoad));
       if (!fleet && claims.some((c) => c.load > smallest)) fleet = (await fleetRead(client)).filter((r) => !r.drained);
-      const plan = planDelivery({ claims, waiters: open, pools, pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding, fairShare: fair, fleet });
+      const plan = planDelivery({ claims, waiters: open, pools, pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding, fairShare: fair, fleet, runnerRuns });
       result.returned += plan.returned.length;
       for (const d of plan.deliveries) {
         deliveries.push(d);
         fair.charge(d.entry.lane, d.entry.fairKey, d.entry.weight);
         if (d.pin) tickPins.set(d.entry.runId, d.waiter.runnerId);
+        if (d.entry.runScope || pins.has(d.entry.runId)) runnerRuns.set(d.waiter.runnerId, d.entry.runId);
         if (d.entry.runScope || pins.has(d.entry.runId)) tickOut.set(d.entry.runId, (tickOut.get(d.entry.runId) ?? 0) + 1);
         for (const name of d.entry.pools) tickHolds.set(name, (tickHolds.get(name) ?? 0) + 1);
         const w = remaining.find((x) => x.runnerId === d.waiter.runnerId)!;

@@ -70,6 +70,20 @@ export async function fleetRead(db: Db): Promise<FleetRunnerRow[]> {
   return rows.map(mapRunner);
 }
 
+/**
+ * runner id → the run-scoped run each of these runners (all runners when omitted) is executing
+ * now: such a runner takes no other run's work until those steps end.
+ */
+export async function runnerScopedRuns(db: Db, runnerIds?: string[]): Promise<Map<string, number>> {
+  const { rows } = await db.query(
+    `SELECT runner_id, min(run_id) AS run_id FROM scheduler_job_leases
+      WHERE run_scope AND runner_id IS NOT NULL AND ($1::text[] IS NULL OR runner_id = ANY($1::text[]))
+      GROUP BY runner_id`,
+    [runnerIds ?? null],
+  );
+  return new Map(rows.map((r) => [r.runner_id as string, Number(r.run_id)]));
+}
+
 /** Every operator drain in force, in one statement however large the fleet: read once per tick. */
 export async function fleetDrainState(db: Db): Promise<DrainState> {
   const { rows } = await db.query(
@@ -160,6 +174,7 @@ export interface FleetQueueSnapshot {
   posture: FleetPosture;
   pins: Map<number, string>;
   outstandingByRun: Map<number, number>;
+  runnerRuns: Map<string, number>;
   pools: PoolState;
 }
 
@@ -177,6 +192,7 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
   const runIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.run_id)))];
   const pins = await pinsForRuns(db, runIds);
   const outstandingByRun = await leasesOutstandingByRun(db, runIds);
+  const runnerRuns = await runnerScopedRuns(db);
   const pools = await poolStateRead(db, [...new Set(ready.rows.flatMap((r) => r.pools as string[]))]);
   let now: Date = ready.rows[0]?.db_now;
   if (!now) now = (await db.query(`SELECT now() AS now`)).rows[0].now;
@@ -198,6 +214,7 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
     posture,
     pins,
     outstandingByRun,
+    runnerRuns,
     pools,
   };
 }

@@ -50,7 +50,7 @@ export interface FleetQueueView {
 export function buildFleetQueue(s: FleetQueueSnapshot, opts: { acceptExceeding: boolean }): FleetQueueView {
   const names = new Map(s.runners.map((r) => [r.runnerId, r.runnerName]));
   const postures = { halted: s.posture.halted, quiesced: s.posture.quiesced, reason: s.posture.reason, acceptExceeding: opts.acceptExceeding };
-  const fleet = { runners: s.runners, outstandingByRun: s.outstandingByRun };
+  const fleet = { runners: s.runners, outstandingByRun: s.outstandingByRun, runnerRuns: s.runnerRuns };
   const base = (e: FleetQueueSnapshot['ready'][number]) => ({
     stepId: e.stepId,
     runId: e.runId,

@@ -202,6 +202,16 @@ describe('planDelivery', () => {
     expect(out.returned[0].reason).toBe('run at max_parallel_steps (2/2)');
   });
 
+  it('a runner executing a run-scoped run takes no other run until it is done, whatever its polls ask', () => {
+    const w = waiter({ runnerId: 'r', slots: 4, maxLoad: 10 });
+    const claims = [entry({ runId: 5 }), entry({ runId: 9, runScope: true, maxParallel: 3 }), entry({ runId: 6, runScope: true })];
+    const busy = plan({ claims, waiters: [w], runnerRuns: new Map([['r', 9]]), pins: new Map([[9, 'r']]), outstandingByRun: new Map([[9, 1]]) });
+    expect(busy.deliveries.map((d) => d.entry.runId)).toEqual([9]);
+    // Free: the first scoped run it receives binds it for the rest of the plan too.
+    const free = plan({ claims, waiters: [w] });
+    expect(free.deliveries.map((d) => d.entry.runId)).toEqual([5, 9]);
+  });
+
   it('uses the dispatcher fair-share state without changing it', () => {
     const fair = new FairShare();
     fair.charge(2, 'a', 1);

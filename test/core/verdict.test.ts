@@ -51,14 +51,16 @@ describe('verdict', () => {
 
   it('agrees with a plan for pinned runs and pools too', () => {
     fc.assert(
-      fc.property(fleetArb, fc.option(fc.constantFrom('r0', 'r1', 'gone'), { nil: undefined }), fc.integer({ min: 0, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 3 }), (runners, pin, out, cap, held) => {
+      fc.property(fleetArb, fc.option(fc.constantFrom('r0', 'r1', 'gone'), { nil: undefined }), fc.integer({ min: 0, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 3 }), fc.subarray(['r0', 'r1', 'r2']), (runners, pin, out, cap, held, elsewhere) => {
         const e = entry({ runScope: true, maxParallel: cap, pools: ['db'] });
         const pins = new Map(pin ? [[e.runId, pin]] : []);
         const outstanding = new Map(pin ? [[e.runId, out]] : []);
         const pools = new Map([['db', { limit: 2, held }]]);
-        const v = verdict(e, { runners, outstandingByRun: outstanding }, open, pools, pins);
+        // Some runners are busy with another run-scoped run.
+        const runnerRuns = new Map(elsewhere.map((id) => [id, e.runId + 1_000_000]));
+        const v = verdict(e, { runners, outstandingByRun: outstanding, runnerRuns }, open, pools, pins);
         const live = runners.filter((r) => r.online !== false);
-        const plan = planDelivery({ claims: [e], waiters: live.map((r) => waiter({ ...r, slots: 1 })), fleet: live, pools, pins, outstandingByRun: outstanding, acceptExceeding: true });
+        const plan = planDelivery({ claims: [e], waiters: live.map((r) => waiter({ ...r, slots: 1 })), fleet: live, pools, pins, outstandingByRun: outstanding, acceptExceeding: true, runnerRuns });
         expect(v.code === 'waiting_for_tick').toBe(plan.deliveries.length === 1);
         if (held >= 2) expect(v.reason).toBe(`pool full: db (${held}/2)`);
       }),
@@ -106,6 +108,9 @@ describe('verdict', () => {
     expect(verdict(e, { runners: [{ ...p, drained: true }] }, open, new Map(), pins).reason).toBe('pinned runner builder-1 busy: drained');
     expect(verdict(e, { runners: [{ ...p, labels: [] }] }, open, new Map(), pins).reason).toBe('pinned runner builder-1 does not match: no label linux');
     expect(verdict(e, { runners: [p, runner({ runnerId: 'other', labels: ['linux'] })] }, open, new Map(), pins).code).toBe('waiting_for_tick');
+    expect(verdict(e, { runners: [p], runnerRuns: new Map([['p', 77]]) }, open, new Map(), pins).reason).toBe('pinned runner builder-1 busy: running run 77');
+    const loose = entry({ requirement: { labels: ['linux'] } });
+    expect(verdict(loose, { runners: [p], runnerRuns: new Map([['p', 77]]) }, open, new Map(), new Map()).reason).toBe('every matching runner busy: builder-1 is running run 77 (scope run)');
   });
 });
 

@@ -92,7 +92,10 @@ steps:
     expect(two).toHaveLength(2);
     const v = await verdicts();
     expect([...v.values()].find((x) => x.code !== 'leased')).toMatchObject({ code: 'pinned_runner_busy', reason: 'pinned runner pin-a busy: run at max_parallel_steps (2/2)' });
+    // While it executes the pinned run, A takes no other run's work either; B does.
+    const other = await submit('name: other\nsteps:\n  s: { run: "true", placement: { labels: [x-pin] } }\n');
     expect(await empty(a)).toBe(true);
+    expect((await offers(b)).map((o) => o.run_id)).toEqual([other.runId]);
     await complete(a, two.slice(0, 1));
     const last = await offers(a);
     expect(last).toHaveLength(1);
