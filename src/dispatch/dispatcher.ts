@@ -78,7 +78,7 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
     const tickOut = new Map<number, number>();
     const tickHolds = new Map<string, number>();
     let fleet: FleetRunner[] | undefined;
-    const runnerRuns = await runnerScopedRuns(client, [...new Set(waiters.map((w) => w.runnerId))]);
+    let runnerRuns: Map<string, number> | undefined;
     for (let page = 0; page < MAX_PAGES; page++) {
       const open = remaining.filter((w) => w.slots > 0 && !w.drained);
       const slots = open.reduce((n, w) => n + w.slots, 0);
@@ -86,10 +86,12 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
       const claims = await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit: Math.min(CLAIM_BATCH, slots), after });
       result.claimed += claims.length;
       if (claims.length === 0) break;
-      const scoped = [...new Set(claims.map((c) => c.runId))];
+      // Only run-scoped runs are ever pinned or capped (the scope is frozen on every entry of the run).
+      const scoped = [...new Set(claims.filter((c) => c.runScope).map((c) => c.runId))];
       const pins = await pinsForRuns(client, scoped);
       const outstanding = await leasesOutstandingByRun(client, scoped);
       const pools = await poolStateRead(client, [...new Set(claims.flatMap((c) => c.pools))]);
+      runnerRuns ??= await runnerScopedRuns(client, [...new Set(waiters.map((w) => w.runnerId))]);
       for (const [run, runner] of tickPins) pins.set(run, runner);
       for (const [run, n] of tickOut) outstanding.set(run, (outstanding.get(run) ?? 0) + n);
       for (const [name, n] of tickHolds) {
@@ -106,8 +108,10 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
         deliveries.push(d);
         fair.charge(d.entry.lane, d.entry.fairKey, d.entry.weight);
         if (d.pin) tickPins.set(d.entry.runId, d.waiter.runnerId);
-        if (d.entry.runScope || pins.has(d.entry.runId)) runnerRuns.set(d.waiter.runnerId, d.entry.runId);
-        if (d.entry.runScope || pins.has(d.entry.runId)) tickOut.set(d.entry.runId, (tickOut.get(d.entry.runId) ?? 0) + 1);
+        if (d.entry.runScope || pins.has(d.entry.runId)) {
+          runnerRuns.set(d.waiter.runnerId, d.entry.runId);
+          tickOut.set(d.entry.runId, (tickOut.get(d.entry.runId) ?? 0) + 1);
+        }
         for (const name of d.entry.pools) tickHolds.set(name, (tickHolds.get(name) ?? 0) + 1);
         const w = remaining.find((x) => x.runnerId === d.waiter.runnerId)!;
         w.slots -= 1;

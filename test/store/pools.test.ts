@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { poolHoldAcquire, poolHoldRelease, poolLimitList, poolLimitSet, poolLimitUnset, poolStateRead } from '../../src/store/pools.js';
+import { poolHoldAcquire, poolHoldAcquireMany, poolHoldRelease, poolLimitList, poolLimitSet, poolLimitUnset, poolStateRead } from '../../src/store/pools.js';
 import { withTransaction } from '../../src/store/pool.js';
 import { useTestDatabase } from '../support/db.js';
 
@@ -36,6 +36,24 @@ describe('pool store', () => {
     expect(await poolHoldRelease(pool, [10])).toBe(1);
     expect(await take(11, ['x', 'y'])).toBe(true);
     await poolHoldRelease(pool, [11]);
+  });
+
+  it('admits a batch in order, each step all or none, counting the batch\'s own holds', async () => {
+    const pool = db.current.pool;
+    await poolLimitSet(pool, { name: 'm', limit: 2 });
+    await poolLimitSet(pool, { name: 'n', limit: 1 });
+    const granted = await withTransaction(pool, (c) =>
+      poolHoldAcquireMany(c, [
+        { stepId: 20, attempt: 1, pools: ['m'] },
+        { stepId: 21, attempt: 1, pools: ['n', 'm'] },
+        { stepId: 22, attempt: 1, pools: ['m'] },
+        { stepId: 23, attempt: 1, pools: ['n'] },
+        { stepId: 24, attempt: 1, pools: ['unlimited'] },
+      ]),
+    );
+    expect([...granted].sort()).toEqual([20, 21, 24]);
+    expect(await poolStateRead(pool, ['m', 'n'])).toEqual(new Map([['m', { limit: 2, held: 2 }], ['n', { limit: 1, held: 1 }]]));
+    await poolHoldRelease(pool, [20, 21, 24]);
   });
 
   it('never exceeds a limit under concurrent acquisition from several connections, and never deadlocks', async () => {
