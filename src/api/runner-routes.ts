@@ -51,6 +51,13 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
     runnerTouch(deps.pool, { runnerIds: [runnerId], replicaId: deps.replicaId }).catch(() => seen.delete(runnerId));
   };
 
+  // Every poll in flight, parked or held (drained runner, quiesced replica): a shutdown answers
+  // them all empty before HTTP waits for its requests, or it would wait out a poll window.
+  const polls = new Set<AbortController>();
+  app.addHook('preClose', async () => {
+    for (const ctl of polls) ctl.abort();
+  });
+
   app.post<{ Body: any }>(
     '/api/runner/register',
     {
@@ -122,6 +129,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
         const ctl = new AbortController();
         const onClose = () => ctl.abort();
         req.raw.socket.once('close', onClose);
+        polls.add(ctl);
         try {
           const offers = await acquire(deps, {
             runner,
@@ -135,6 +143,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
           if (offers.length === 0) return reply.code(204).send();
           return { offers };
         } finally {
+          polls.delete(ctl);
           req.raw.socket.off('close', onClose);
         }
       },

@@ -3,6 +3,7 @@ import { adminReplicaApi } from '../../src/api/admin-replicas.js';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
 import { shardOf } from '../../src/core/fnv.js';
+import { shardsOf } from '../../src/core/rendezvous.js';
 import { dispatchFeature } from '../../src/dispatch/feature.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
@@ -37,8 +38,11 @@ describe('replicas sharing one queue (in process)', () => {
   async function fleet(sites: Array<string | undefined>): Promise<ServerHandle[]> {
     const started = await Promise.all(sites.map((site) => startTestServer(db.current.url, { config: { site }, features: features() })));
     servers.push(...started);
-    await waitFor(() => started.every((s) => s.ctx.ownership.owned().length > 0) && started.reduce((n, s) => n + s.ctx.ownership.owned().length, 0) === 64, {
-      what: 'the shards spread over the replicas',
+    const ids = started.map((s) => s.ctx.replicaId);
+    // Settled: every replica has ticked with the whole fleet in view and holds exactly its rendezvous shards.
+    await Promise.all(started.map((s) => nextCoordinationEvent(s.ctx.events, 'coordination:tick', (t) => t.live.length === started.length)));
+    await waitFor(() => started.every((s) => JSON.stringify(s.ctx.ownership.owned()) === JSON.stringify(shardsOf(s.ctx.replicaId, ids))), {
+      what: 'the rendezvous assignment in place',
     });
     return started;
   }
@@ -83,6 +87,17 @@ describe('replicas sharing one queue (in process)', () => {
     const again = await runner.acquire({ wait_ms: 500 });
     expect(again.status).toBe(204);
     expect((await fetch(`${b.url}/healthz`)).status).toBe(200);
+    // Stopping a quiesced replica answers its held polls at once instead of waiting out their window.
+    const registered = await new TestRunner(servers[0].url).register(registration);
+    const other = Object.assign(new TestRunner(b.url), { credential: registered.credential, runnerId: registered.runnerId });
+    const held = other.acquire({ wait_ms: 20_000 });
+    // The poll is in its hold once b has recorded it as the runner's replica (written just before).
+    await waitFor(async () => (await db.current.pool.query(`SELECT last_replica FROM runners WHERE id = $1`, [other.runnerId])).rows[0].last_replica === b.ctx.replicaId);
+    const stopping = Date.now();
+    await b.stop();
+    servers = servers.filter((s) => s !== b);
+    expect((await held).status).toBe(204);
+    expect(Date.now() - stopping).toBeLessThan(5_000);
   });
 
   it('a site\'s stamped work falls back to another site the moment its last replica is quiesced', async () => {
