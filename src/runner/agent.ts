@@ -11,6 +11,7 @@ import { CallAbortedError, CredentialInvalidError, ProtocolError, type RunnerCli
 import { Completer } from './completer.js';
 import { execute, type ExecResult, type Execution } from './executor.js';
 import { LogBatcher } from './log-batcher.js';
+import { processStartTime, type StepRecords } from './step-records.js';
 import { isLeaseLost, type ItemResult, type LeaseRef, type Offer } from './protocol.js';
 
 export interface AgentOptions {
@@ -32,6 +33,8 @@ export interface AgentOptions {
   baseEnv?: NodeJS.ProcessEnv;
   logFlushMs?: number;
   logBatchBytes?: number;
+  /** Where running steps are recorded for the next incarnation's orphan reaping. */
+  records?: StepRecords;
 }
 
 export interface StepEvent {
@@ -271,6 +274,13 @@ export class RunnerAgent {
       execution = { pid: undefined, kill: () => {}, done: Promise.resolve({ exitCode: null, signal: null, timedOut: false, cause }) };
     }
     step.execution = execution;
+    if (execution.pid) {
+      try {
+        this.opts.records?.write({ stepId: offer.step_id, runId: offer.run_id, step: offer.step, pid: execution.pid, startTime: processStartTime(execution.pid), dir });
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message }, 'could not record the running step');
+      }
+    }
     this.log.info({ run_id: offer.run_id, step: offer.step, step_id: offer.step_id, attempt: offer.attempt, pid: execution.pid }, `step ${offer.step} of run ${offer.run_id} started`);
     this.events.emit('step:started', this.eventOf(step));
     this.renewLoop?.kick();
@@ -280,6 +290,7 @@ export class RunnerAgent {
   private async finish(step: ActiveStep): Promise<void> {
     const { offer } = step;
     const result = await step.execution!.done;
+    this.opts.records?.remove(offer.step_id);
     if (result.timedOut) step.batcher.push('stderr', `\n[opschain runner: ${result.cause}; the step's process group was killed]\n`);
     if (step.releasing && !step.lost) step.batcher.push('stderr', '\n[opschain runner: shutting down; the step was stopped and released]\n');
     if (!step.abandoned) await step.batcher.close();

@@ -6,6 +6,7 @@ import { RunnerAgent } from './agent.js';
 import { RunnerClient } from './client.js';
 import { ensureIdentity, identityPath, type RunnerIdentity } from './identity.js';
 import { PROTOCOL_VERSION } from './protocol.js';
+import { StepRecords } from './step-records.js';
 
 export interface RunnerSettings {
   home: string;
@@ -105,6 +106,8 @@ export async function prepareRunner(settings: RunnerSettings, log: Logger, signa
       protocol_version: PROTOCOL_VERSION,
     },
   });
+  const records = new StepRecords(identityFile.replace(/\.json$/, '.steps'));
+  records.reapOrphans(log);
   const agent = new RunnerAgent({
     client,
     log,
@@ -115,6 +118,7 @@ export async function prepareRunner(settings: RunnerSettings, log: Logger, signa
     once: settings.once,
     pollWaitMs: identity.pollWindowMs,
     baseEnv: env,
+    records,
   });
   return { agent, client, identity, identityFile, registered, servers, name, workDir };
 }
