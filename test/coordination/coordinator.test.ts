@@ -329,6 +329,17 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     ]);
   });
 
+  it('a replica whose row vanished (reaped while it was frozen) registers again and rejoins', async () => {
+    const a = await replica('web-0a0a0a', 'dc1');
+    await a.tick();
+    await db.current.pool.query(`DELETE FROM replicas WHERE id = $1`, [a.id]);
+    const report = await a.tick();
+    expect(report.member).toBe(true);
+    expect(report.owned).toHaveLength(SHARD_COUNT);
+    const { rows } = await db.current.pool.query(`SELECT site, stopped_at FROM replicas WHERE id = $1`, [a.id]);
+    expect(rows).toEqual([{ site: 'dc1', stopped_at: null }]);
+  });
+
   it('the leader reaps replica rows past the retention unless they still hold a live lease, and prunes scheduler_done', async () => {
     const a = await replica('web-0a0a0a');
     const pool = db.current.pool;
