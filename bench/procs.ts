@@ -102,6 +102,17 @@ export class ServerProcess {
       });
   }
 
+  /** CPU time (ms) the server process has used so far (user + system), from /proc (Linux). */
+  cpuMs(): number | null {
+    try {
+      const text = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+      const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      return (Number(f[11]) + Number(f[12])) * 10; // USER_HZ is 100
+    } catch {
+      return null;
+    }
+  }
+
   /** Resident set size and its high-water mark, in bytes, from /proc (Linux). */
   memory(): { rss: number; hwm: number } | undefined {
     try {
