@@ -6,6 +6,8 @@ import { createLogger } from '../../src/logger.js';
 import { RunnerConfigError, runRunner } from '../../src/runner/main.js';
 
 export default class Runner extends BaseCommand<typeof Runner> {
+  // The runner speaks only HTTP to its servers: no store flag.
+  static override baseFlags = { ...BaseCommand.baseFlags, 'database-url': { ...BaseCommand.baseFlags['database-url'], hidden: true } };
   static override description =
     'Run the runner agent: register once (the identity is kept under $OPSCHAIN_HOME/runner), long-poll for steps, run each with /bin/sh -c in its own process group, stream its output, renew its lease and report its exit code. With no flags on the server\'s machine it finds the local server and registration token. SIGTERM or Ctrl-C: stop polling, let running steps finish within --grace, release the rest.';
   static override examples = [
@@ -18,7 +20,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
     grace: Flags.string({ description: 'on SIGTERM, how long running steps may take before they are stopped and released', default: '30s' }),
     group: Flags.string({ description: 'the runner group it joins' }),
     label: Flags.string({ description: 'a label for placement (repeatable)', multiple: true }),
-    'log-level': Flags.string({ description: 'trace|debug|info|warn|error|fatal|silent', default: 'info' }),
+    'log-level': Flags.string({ description: 'how much the runner logs', default: 'info', options: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] }),
     'max-load': Flags.integer({ description: 'capacity in step load units [default: CPU threads]', min: 1 }),
     'max-parallel-steps': Flags.integer({ description: 'how many steps it runs at once', default: 1, min: 1, max: 64 }),
     name: Flags.string({ description: 'runner name; also names its identity file [default: hostname]' }),
