@@ -1,6 +1,7 @@
 import type { Logger } from '../logger.js';
 import { CallAbortedError, CredentialInvalidError } from './client.js';
 import { MissingRegistrationTokenError } from './identity.js';
+import { RunnerLockedError } from './lock.js';
 import { prepareRunner, RunnerSetupError, type RunnerSettings } from './start.js';
 
 /** Something the operator must fix before the runner can start: one line, exit 2. */
@@ -19,6 +20,7 @@ export class RunnerConfigError extends Error {
 export async function runRunner(settings: RunnerSettings, log: Logger): Promise<number> {
   const setupAbort = new AbortController();
   let agentStop: (() => void) | undefined;
+  let unlockName: (() => void) | undefined;
   const onSignal = (sig: NodeJS.Signals) => {
     log.info({ signal: sig }, `${sig} received`);
     if (agentStop) agentStop();
@@ -32,11 +34,12 @@ export async function runRunner(settings: RunnerSettings, log: Logger): Promise<
       prepared = await prepareRunner(settings, log, setupAbort.signal);
     } catch (err) {
       if (err instanceof CallAbortedError) return 0;
-      if (err instanceof RunnerSetupError || err instanceof MissingRegistrationTokenError) throw new RunnerConfigError(err.message);
+      if (err instanceof RunnerSetupError || err instanceof MissingRegistrationTokenError || err instanceof RunnerLockedError) throw new RunnerConfigError(err.message);
       if (err instanceof CredentialInvalidError) throw new RunnerConfigError(`registration refused by ${err.server}: the registration token is not valid`);
       throw err;
     }
-    const { agent, identity, identityFile, registered, servers, name, workDir } = prepared;
+    const { agent, identity, identityFile, registered, servers, name, workDir, unlock } = prepared;
+    unlockName = unlock;
     agentStop = () => agent.stop();
     if (setupAbort.signal.aborted) return 0;
     log.info(
@@ -58,6 +61,7 @@ export async function runRunner(settings: RunnerSettings, log: Logger): Promise<
     log.info({ completed: agent.stats.completed, released: agent.stats.released, lost: agent.stats.lost }, 'runner stopped');
     return 0;
   } finally {
+    unlockName?.();
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
   }

@@ -1,10 +1,12 @@
+import { mkdirSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { readLocalSecret, readServerRecord } from '../home.js';
 import type { Logger } from '../logger.js';
 import { RunnerAgent } from './agent.js';
 import { RunnerClient } from './client.js';
 import { ensureIdentity, identityPath, type RunnerIdentity } from './identity.js';
+import { runnerLockAcquire } from './lock.js';
 import { PROTOCOL_VERSION } from './protocol.js';
 import { StepRecords } from './step-records.js';
 
@@ -78,6 +80,8 @@ export interface PreparedRunner {
   servers: string[];
   name: string;
   workDir: string;
+  /** Drops this process's hold on the runner's name; call once the agent has stopped. */
+  unlock: () => void;
 }
 
 /** Resolves the settings, registers (or reloads the identity) and builds the agent, ready to run. */
@@ -87,38 +91,45 @@ export async function prepareRunner(settings: RunnerSettings, log: Logger, signa
   const name = settings.name || hostname();
   const workDir = settings.workDir ?? join(settings.home, 'work');
   const identityFile = identityPath(settings.home, name);
+  mkdirSync(dirname(identityFile), { recursive: true, mode: 0o700 });
+  const unlock = runnerLockAcquire(identityFile.replace(/\.json$/, '.lock'));
   const client = new RunnerClient({ servers, log });
   const registrationToken = settings.registrationToken || env.OPSCHAIN_REGISTRATION_TOKEN || readLocalSecret(settings.home, 'registration');
-  const { identity, registered } = await ensureIdentity({
-    file: identityFile,
-    client,
-    registrationToken,
-    servers,
-    signal,
-    registration: {
-      name,
-      group: settings.group,
-      labels: settings.labels,
-      executors: settings.executors.length ? settings.executors : ['shell'],
-      max_load: settings.maxLoad ?? availableParallelism(),
-      max_parallel_steps: settings.maxParallelSteps,
-      site: settings.site,
-      protocol_version: PROTOCOL_VERSION,
-    },
-  });
-  const records = new StepRecords(identityFile.replace(/\.json$/, '.steps'));
-  records.reapOrphans(log);
-  const agent = new RunnerAgent({
-    client,
-    log,
-    workDir,
-    maxParallelSteps: settings.maxParallelSteps,
-    graceMs: settings.graceMs,
-    killGraceMs: settings.killGraceMs,
-    once: settings.once,
-    pollWaitMs: identity.pollWindowMs,
-    baseEnv: env,
-    records,
-  });
-  return { agent, client, identity, identityFile, registered, servers, name, workDir };
+  try {
+    const { identity, registered } = await ensureIdentity({
+      file: identityFile,
+      client,
+      registrationToken,
+      servers,
+      signal,
+      registration: {
+        name,
+        group: settings.group,
+        labels: settings.labels,
+        executors: settings.executors.length ? settings.executors : ['shell'],
+        max_load: settings.maxLoad ?? availableParallelism(),
+        max_parallel_steps: settings.maxParallelSteps,
+        site: settings.site,
+        protocol_version: PROTOCOL_VERSION,
+      },
+    });
+    const records = new StepRecords(identityFile.replace(/\.json$/, '.steps'));
+    records.reapOrphans(log);
+    const agent = new RunnerAgent({
+      client,
+      log,
+      workDir,
+      maxParallelSteps: settings.maxParallelSteps,
+      graceMs: settings.graceMs,
+      killGraceMs: settings.killGraceMs,
+      once: settings.once,
+      pollWaitMs: identity.pollWindowMs,
+      baseEnv: env,
+      records,
+    });
+    return { agent, client, identity, identityFile, registered, servers, name, workDir, unlock };
+  } catch (err) {
+    unlock();
+    throw err;
+  }
 }

@@ -54,6 +54,18 @@ describe('opschain runner (against a protocol double)', () => {
     expect(second.stdout).toMatch(/resumed its identity/);
   });
 
+  it('a second process with the same name and home is refused while the first runs', async () => {
+    api = new FakeRunnerApi();
+    await api.start();
+    const h = join(home, 'lock');
+    proc = new CliProcess(['runner', '--server', api.url, '--registration-token', 'ocreg_good', '--name', 'r3'], env(h));
+    await waitFor(() => api!.callsTo('acquire').length > 0, { what: 'first poll' });
+    const second = await runCli(['runner', '--server', api.url, '--name', 'r3'], env(h));
+    expect(second.code).toBe(2);
+    expect(second.stderr).toMatch(new RegExp(`already running as pid ${proc.child.pid}`));
+    expect(proc.running).toBe(true);
+  });
+
   it('SIGTERM while idle exits 0 promptly; credential invalid exits 1 with a clear message', async () => {
     api = new FakeRunnerApi();
     await api.start();
