@@ -1,3 +1,4 @@
+import { adminFleetApi } from './api/admin-fleet.js';
 import { adminReplicaApi } from './api/admin-replicas.js';
 import { coordinationFeature } from './coordination/coordinator.js';
 import { expireOnce } from './dispatch/lifecycle.js';
@@ -14,6 +15,7 @@ export function serverFeatures(): Feature[] {
   return [
     coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep] }),
     adminReplicaApi(),
+    adminFleetApi(),
     dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
   ];
 }
