@@ -96,7 +96,7 @@ describe('runner agent', () => {
   });
 
   it('stop: no more polling, a step within the grace completes, one past it is killed and released', async () => {
-    const { finished } = await startAgent({ maxParallelSteps: 2, graceMs: 1500 });
+    const { finished } = await startAgent({ maxParallelSteps: 2, graceMs: 3000 });
     const marker = join(root, `grace-${Date.now()}`);
     api.offer({ step_id: 1, command: `while [ ! -e ${marker} ]; do sleep 0.02; done; echo done` }, { step_id: 2, command: 'sleep 300' });
     await waitFor(() => agent!.running === 2);
