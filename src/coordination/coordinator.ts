@@ -11,6 +11,8 @@ import {
   coordinationLeaseAcquire,
   coordinationLeaseList,
   coordinationLeaseRelease,
+  coordinationNotify,
+  COORDINATION_CHANNEL,
   LEADER_LEASE,
   membershipLive,
   replicaReap,
@@ -18,6 +20,7 @@ import {
   shardLeaseName,
   shardOfLeaseName,
 } from '../store/coordination.js';
+import { listenChannel } from '../store/listen.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { claimReclaimDead, type ReclaimedClaim } from '../store/reclaim.js';
 import { replicaHeartbeat, replicaRegister, replicaStop } from '../store/replicas.js';
@@ -121,6 +124,17 @@ export async function coordinationOnce(deps: CoordinationDeps): Promise<TickRepo
     const l = byName.get(shardLeaseName(s));
     return !l || l.holder === me;
   });
+  // A live peer still holds shards that are now ours: wake it so it lets go now, not on its own tick.
+  const liveSet = new Set(liveIds);
+  const blocked = desired.filter((s) => {
+    const l = byName.get(shardLeaseName(s));
+    return l !== undefined && l.holder !== me && liveSet.has(l.holder);
+  });
+  // Only a new want is announced: a peer that cannot let go (stalled, not yet stale) is not woken
+  // again every tick, and two waiting replicas never wake each other in a loop.
+  const blockedKey = blocked.join(',');
+  const blockedByLivePeer = blockedKey !== '' && blockedKey !== state.lastAnnouncedWant;
+  state.lastAnnouncedWant = blockedKey;
   const granted = await coordinationLeaseAcquire(pool, { names: claimable.map(shardLeaseName), holder: me, ttlMs: timing.shardTtlMs });
   state.setShards(
     granted.map((g) => ({ shard: shardOfLeaseName(g.name)!, token: g.token })),
@@ -132,13 +146,19 @@ export async function coordinationOnce(deps: CoordinationDeps): Promise<TickRepo
   if (!sameList(before, owned)) emitCoordination(events, 'shards:changed', { replicaId: me, owned, added: acquired, removed: lost });
 
   const wasLeader = state.isLeader();
+  let gaveUpLeader = false;
   if (member) {
     const [lease] = await coordinationLeaseAcquire(pool, { names: [LEADER_LEASE], holder: me, ttlMs: timing.leaderTtlMs });
     state.setLeader(lease?.token, tickStart + timing.leaderTtlMs - OWNERSHIP_SAFETY_MS);
   } else {
     state.setLeader(undefined, 0);
-    if (byName.get(LEADER_LEASE)?.holder === me) await coordinationLeaseRelease(pool, { names: [LEADER_LEASE], holder: me });
+    if (byName.get(LEADER_LEASE)?.holder === me) {
+      await coordinationLeaseRelease(pool, { names: [LEADER_LEASE], holder: me });
+      gaveUpLeader = true;
+    }
   }
+  // Whatever we let go, peers take on their next tick: wake them so that is now.
+  if (release.length > 0 || gaveUpLeader || blockedByLivePeer) await guarded(log, 'notify', () => coordinationNotify(pool, { from: me }), undefined);
   const leader = state.isLeader();
   if (leader && !wasLeader) {
     log.info({ replica: me, token: state.leaderToken() }, 'gained the cron-leader lease');
@@ -252,6 +272,10 @@ export function coordinationFeature(opts: CoordinationFeatureOptions = {}): Feat
       errorDelayMs: 1_000,
     });
     ctx.loops.push(loop);
+    // Leases released, wanted, or a replica quiesced anywhere: tick now.
+    const listener = listenChannel(ctx.databaseUrl, COORDINATION_CHANNEL, (from) => {
+        if (from !== ctx.replicaId) loop.kick();
+      }, (err) => deps.log.debug({ err: err.message }, 'coordination listener reconnecting'));
     // Hand over at the very start of a clean shutdown, before HTTP drains its in-flight requests:
     // this replica stops dispatching at once, a peer takes the leader lease and the shards on its
     // next tick instead of after the 15 s expiry. The leases go before the row is marked stopped,
@@ -260,8 +284,11 @@ export function coordinationFeature(opts: CoordinationFeatureOptions = {}): Feat
     const handOver = () =>
       (released ??= (async () => {
         await loop.stop();
+        await listener.stop();
         await coordinationRelease(deps);
         await replicaStop(ctx.pool, ctx.replicaId);
+        // Peers take over on the tick this wakes, not on their own next one.
+        await coordinationNotify(ctx.pool, { from: ctx.replicaId });
       })());
     ctx.app.addHook('preClose', async () => {
       await handOver().catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not hand over the coordination leases'));

@@ -1,4 +1,5 @@
 import { auditRecord } from '../store/audit.js';
+import { coordinationNotify } from '../store/coordination.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { replicaSetQuiesced } from '../store/replicas.js';
 
@@ -25,6 +26,8 @@ export async function replicaQuiesceSet(pool: Pool, p: { id: string; quiesced: b
       source: p.source,
       detail: { changed: res.changed },
     });
+    // Delivered on commit: the replica leaves (or rejoins) on the tick this wakes.
+    if (res.changed) await coordinationNotify(client, { from: p.actor });
     return { id: p.id, quiesced: p.quiesced, changed: res.changed };
   });
 }

@@ -127,3 +127,11 @@ export async function storeNow(db: Db): Promise<Date> {
   const { rows } = await db.query(`SELECT now() AS now`);
   return rows[0].now;
 }
+
+/** Replicas LISTEN here: a lease released or wanted wakes every coordination loop at once. */
+export const COORDINATION_CHANNEL = 'opschain_coordination';
+
+/** Wakes the coordination loops of the other replicas; `from` lets the sender ignore its own echo. */
+export async function coordinationNotify(db: Db, p: { from: string }): Promise<void> {
+  await db.query(`SELECT pg_notify('${COORDINATION_CHANNEL}', $1)`, [p.from]);
+}

@@ -6,7 +6,7 @@ export interface Listener { stop(): Promise<void> }
  * LISTEN on a channel over a dedicated connection, reconnecting after any failure, so
  * notifications from other processes (a CLI submit, another replica) wake this one at once.
  */
-export function listenChannel(connectionString: string, channel: string, onNotify: () => void, onError: (err: Error) => void): Listener {
+export function listenChannel(connectionString: string, channel: string, onNotify: (payload?: string) => void, onError: (err: Error) => void): Listener {
   let stopped = false;
   let client: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
@@ -14,7 +14,7 @@ export function listenChannel(connectionString: string, channel: string, onNotif
     if (stopped) return;
     const c = new pg.Client({ connectionString, connectionTimeoutMillis: 5_000, keepAlive: true, application_name: 'opschain-listen' });
     client = c;
-    c.on('notification', () => onNotify());
+    c.on('notification', (msg) => onNotify(msg.payload));
     c.on('error', (err) => {
       onError(err);
       schedule();

@@ -2,6 +2,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { adminReplicaApi } from '../../src/api/admin-replicas.js';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { replicaQuiesceSet } from '../../src/coordination/levers.js';
 import type { AdminStatus } from '../../src/coordination/status.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate, tokenRevoke } from '../../src/store/tokens.js';
@@ -105,6 +106,38 @@ describe('GET /api/admin/status and the replica levers', () => {
       ['replica.quiesce', false],
       ['replica.resume', true],
     ]);
+  });
+
+  it('with the production 5 s tick, hand-overs are announced: a join, a quiesce, a resume and a clean stop move leases in well under a tick', async () => {
+    const slow = () => startTestServer(db.current.url, { features: [coordinationFeature(), adminReplicaApi()] });
+    const a = await slow();
+    servers.push(a);
+    const b = await slow();
+    servers.push(b);
+    // b wants its shards from a: its announcement wakes a, whose release wakes b.
+    const joinedAt = Date.now();
+    await waitFor(() => a.ctx.ownership.owned().length > 0 && b.ctx.ownership.owned().length > 0 && a.ctx.ownership.owned().length + b.ctx.ownership.owned().length === 64, {
+      what: 'the shards split',
+    });
+    expect(Date.now() - joinedAt).toBeLessThan(4_000);
+
+    const quiescedAt = Date.now();
+    await replicaQuiesceSet(db.current.pool, { id: b.ctx.replicaId, quiesced: true, actor: 'test' });
+    await waitFor(() => a.ctx.ownership.owned().length === 64, { what: 'a owning every shard' });
+    expect(Date.now() - quiescedAt).toBeLessThan(4_000);
+    const resumedAt = Date.now();
+    await replicaQuiesceSet(db.current.pool, { id: b.ctx.replicaId, quiesced: false, actor: 'test' });
+    await waitFor(() => b.ctx.ownership.owned().length > 0 && a.ctx.ownership.owned().length + b.ctx.ownership.owned().length === 64, { what: 'the shards split again' });
+    expect(Date.now() - resumedAt).toBeLessThan(4_000);
+
+    const [leader, other] = a.ctx.ownership.isLeader() ? [a, b] : [b, a];
+    const gained = nextCoordinationEvent(other.ctx.events, 'leader:gained');
+    const stoppedAt = Date.now();
+    await leader.stop();
+    servers = servers.filter((s) => s !== leader);
+    await gained;
+    expect(Date.now() - stoppedAt).toBeLessThan(4_000);
+    expect(other.ctx.ownership.owned()).toHaveLength(64);
   });
 
   it('a clean stop hands the leader lease to a peer on its next tick, and marks the replica stopped', async () => {
