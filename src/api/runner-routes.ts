@@ -54,7 +54,9 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
   // Every poll in flight, parked or held (drained runner, quiesced replica): a shutdown answers
   // them all empty before HTTP waits for its requests, or it would wait out a poll window.
   const polls = new Set<AbortController>();
+  let closing = false;
   app.addHook('preClose', async () => {
+    closing = true;
     for (const ctl of polls) ctl.abort();
   });
 
@@ -140,6 +142,9 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
             signal: ctl.signal,
             holdEmpty: opts.holdPolls(),
           });
+          // Answered by a shutdown: close the connection with the answer, or the server's close
+          // would wait out the keep-alive timeout of a socket that went idle after it began.
+          if (closing) reply.header('connection', 'close');
           if (offers.length === 0) return reply.code(204).send();
           return { offers };
         } finally {
