@@ -22,6 +22,7 @@ import {
 } from '../store/coordination.js';
 import { listenChannel } from '../store/listen.js';
 import { withTransaction, type Pool } from '../store/pool.js';
+import { queueNotify } from '../store/queue.js';
 import { claimReclaimDead, type ReclaimedClaim } from '../store/reclaim.js';
 import { replicaHeartbeat, replicaRegister, replicaStop } from '../store/replicas.js';
 import { runnerLivenessSweep, type LivenessChange } from '../store/runner-liveness.js';
@@ -212,6 +213,8 @@ async function reclaimDeadPeers(deps: CoordinationDeps): Promise<ReclaimedClaim[
           await deps.hooks.stepRequeued(client, { stepId: r.stepId, fromAttempt: r.attempt, toAttempt: r.requeuedAttempt, reason: `replica ${r.holder} lost before the runner acked` });
         }
       }
+      // Every replica's dispatcher wakes on commit: the owners of those shards may be elsewhere.
+      if (got.length > 0) await queueNotify(client);
       return got;
     });
     all.push(...batch);
