@@ -14,6 +14,7 @@ export interface Offer {
   ack_deadline_ms: number;
   renew_interval_ms: number;
   max_parallel_steps: number;
+  run_scope: boolean;
 }
 
 export const RENEW_INTERVAL_MS = 60_000;
@@ -41,5 +42,6 @@ export function toOffer(lease: LeaseRow, detail: OfferDetail | undefined, ttlMs:
     ack_deadline_ms: ackDeadlineMs(ttlMs),
     renew_interval_ms: renewIntervalMs(ttlMs),
     max_parallel_steps: detail?.maxParallelSteps ?? lease.maxParallel,
+    run_scope: lease.runScope,
   };
 }

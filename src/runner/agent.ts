@@ -104,6 +104,10 @@ export class RunnerAgent {
   private asked = 0;
   private refusals = 0;
   private onceDone = false;
+  /** Aborted when the run-scoped run this runner was executing ends: its restricted polls are moot. */
+  private scopedPolls = new AbortController();
+  /** Runs whose step log already says the runner's own cap binds. */
+  private readonly clampNoted = new Set<number>();
 
   constructor(opts: AgentOptions) {
     this.opts = opts;
@@ -154,9 +158,12 @@ export class RunnerAgent {
   private async pollLoop(): Promise<void> {
     const maxPolls = this.opts.once ? 1 : MAX_CONCURRENT_POLLS;
     while (!this.stopRequested && !this.fatal && !this.onceDone) {
-      const free = this.opts.maxParallelSteps - this.active.size - this.asked;
+      // While a run-scoped run is here, extra polls ask only for its steps, up to its cap as
+      // clamped by this runner's own --max-parallel-steps.
+      const scope = this.scopedRun();
+      const free = (scope ? scope.cap : this.opts.maxParallelSteps) - this.active.size - this.asked;
       if (free > 0 && this.polls.size < maxPolls) {
-        const poll = this.poll(free).finally(() => {
+        const poll = this.poll(free, scope?.runId ?? null).finally(() => {
           this.polls.delete(poll);
           this.wakeSlotWaiters();
         });
@@ -169,12 +176,21 @@ export class RunnerAgent {
     await Promise.all([...this.polls]);
   }
 
-  private async poll(slots: number): Promise<void> {
+  /** The run-scoped run among the running steps, with the concurrency this runner gives it. */
+  private scopedRun(): { runId: number; cap: number } | undefined {
+    for (const s of this.active.values()) {
+      if (s.offer.run_scope) return { runId: s.offer.run_id, cap: Math.max(1, Math.min(this.opts.maxParallelSteps, s.offer.max_parallel_steps)) };
+    }
+    return undefined;
+  }
+
+  private async poll(slots: number, onlyRunId: number | null = null): Promise<void> {
     let offers: Offer[] = [];
     this.asked += slots;
     try {
+      const signal = onlyRunId === null ? this.pollAbort.signal : AbortSignal.any([this.pollAbort.signal, this.scopedPolls.signal]);
       // One id per logical request: the client's retries reuse it, so a lost answer is not lost work.
-      offers = await this.client.acquire({ request_id: randomUUID(), max_offers: slots, wait_ms: this.pollWaitMs }, this.pollAbort.signal);
+      offers = await this.client.acquire({ request_id: randomUUID(), max_offers: slots, wait_ms: this.pollWaitMs, ...(onlyRunId === null ? {} : { only_run_id: onlyRunId }) }, signal);
       this.refusals = 0;
     } catch (err) {
       if (err instanceof CallAbortedError) return;
@@ -251,6 +267,10 @@ export class RunnerAgent {
     };
     this.active.set(offer.step_id, step);
     this.stats.started++;
+    if (offer.run_scope && offer.max_parallel_steps > this.opts.maxParallelSteps && !this.clampNoted.has(offer.run_id)) {
+      this.clampNoted.add(offer.run_id);
+      step.batcher.push('stderr', `[opschain runner: the run allows ${offer.max_parallel_steps} steps at once; this runner runs at most ${this.opts.maxParallelSteps} (--max-parallel-steps)]\n`);
+    }
     const env: NodeJS.ProcessEnv = { ...(this.opts.baseEnv ?? process.env) };
     for (const k of PRIVATE_ENV) delete env[k];
     Object.assign(env, offer.env ?? {}, {
@@ -310,6 +330,11 @@ export class RunnerAgent {
     }
     this.cleanDir(step.dir);
     this.active.delete(offer.step_id);
+    if (offer.run_scope && this.scopedRun()?.runId !== offer.run_id) {
+      this.clampNoted.delete(offer.run_id);
+      this.scopedPolls.abort();
+      this.scopedPolls = new AbortController();
+    }
     this.events.emit('step:finished', { ...this.eventOf(step), outcome, result });
     this.wakeSlotWaiters();
   }

@@ -45,6 +45,8 @@ export interface Offer {
   ack_deadline_ms: number;
   renew_interval_ms: number;
   max_parallel_steps: number;
+  /** The run is run-scoped: its steps stay on this runner, at most max_parallel_steps at once. */
+  run_scope?: boolean;
 }
 
 export interface LeaseRef {

@@ -72,6 +72,26 @@ describe('runner agent', () => {
     expect(api.callsTo('ack')).toHaveLength(1);
   });
 
+  it('while a run-scoped run is here, extra polls ask only for its steps, clamped to --max-parallel-steps, said once in its log', async () => {
+    await startAgent({ maxParallelSteps: 2 });
+    const marker = join(root, `scoped-${Date.now()}`);
+    api.offer({ step_id: 21, run_id: 7, run_scope: true, max_parallel_steps: 3, command: `while [ ! -e ${marker} ]; do sleep 0.02; done` });
+    await waitFor(() => agent!.running === 1, { what: 'scoped step running' });
+    const before = api.callsTo('acquire').length;
+    await waitFor(() => api.callsTo('acquire').slice(before).some((c) => c.body.only_run_id === 7), { what: 'a poll restricted to run 7' });
+    const scoped = api.callsTo('acquire').slice(before).filter((c) => c.body.only_run_id === 7);
+    expect(scoped.every((c) => c.body.max_offers === 1)).toBe(true);
+    api.offer({ step_id: 22, run_id: 7, run_scope: true, max_parallel_steps: 3, command: `while [ ! -e ${marker} ]; do sleep 0.02; done` });
+    await waitFor(() => agent!.running === 2, { what: 'second scoped step running' });
+    writeFileSync(marker, '');
+    await waitFor(() => api.completions.length === 2, { what: 'both completions' });
+    const notes = [api.logText(21), api.logText(22)].join('').match(/the run allows 3 steps at once; this runner runs at most 2/g) ?? [];
+    expect(notes).toHaveLength(1);
+    // The run is gone from this runner: polls are unrestricted again.
+    const after = api.callsTo('acquire').length;
+    await waitFor(() => api.callsTo('acquire').slice(after).some((c) => c.body.only_run_id === undefined), { what: 'an unrestricted poll' });
+  });
+
   it('renews on the offer cadence and kills the step when the lease is revoked', async () => {
     const { finished } = await startAgent();
     let pid = 0;
