@@ -45,8 +45,8 @@ export interface QueueEntry {
 /** The classification frozen on a queue row at enqueue. */
 export type Classification = Pick<QueueEntry, 'priority' | 'lane' | 'fairKey' | 'weight' | 'pools' | 'requirement' | 'load' | 'runScope' | 'maxParallel' | 'siteStamp'>;
 
-/** A parked acquire call: the runner's posture as placement sees it. */
-export interface Waiter {
+/** What placement reads of a runner: its own facts and its group's. */
+export interface RunnerPosture {
   runnerId: string;
   runnerName: string;
   group: string | null;
@@ -54,6 +54,10 @@ export interface Waiter {
   executors: string[];
   groupAttributes: Record<string, string>;
   exclusive: boolean;
+}
+
+/** A parked acquire call: the runner's posture as placement sees it. */
+export interface Waiter extends RunnerPosture {
   maxLoad: number;
   /** Sum of the loads of the runner's live leases (including offers handed this tick). */
   runningLoad: number;

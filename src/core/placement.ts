@@ -1,15 +1,6 @@
-import type { PlacementRequirement } from './entry.js';
+import type { PlacementRequirement, RunnerPosture } from './entry.js';
 
-/** What placement reads of a runner: its own facts and its group's. */
-export interface RunnerPosture {
-  runnerId: string;
-  runnerName: string;
-  group: string | null;
-  labels: string[];
-  executors: string[];
-  groupAttributes: Record<string, string>;
-  exclusive: boolean;
-}
+export type { RunnerPosture } from './entry.js';
 
 /** The operator drains in force, read once per dispatch tick. */
 export interface DrainState {

@@ -6,7 +6,6 @@ import { withTransaction } from '../store/pool.js';
 import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
 import { postureRead } from '../store/posture.js';
 import { queueClaim } from '../store/queue.js';
-import { runnerPostures } from '../store/runners.js';
 import type { DispatchDeps } from './deps.js';
 import { handBack } from './lifecycle.js';
 import { ackDeadlineMs, toOffer, type Offer } from './offers.js';
@@ -42,7 +41,8 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
     result.held = posture.halted ? 'halted' : 'quiesced';
     return result;
   }
-  const postures = await runnerPostures(deps.pool, [...new Set(parked.map((a) => a.runner.id))]);
+  const parkedRunners = await fleetRead(deps.pool, { runnerIds: [...new Set(parked.map((a) => a.runner.id))] });
+  const postures = new Map(parkedRunners.map((r) => [r.runnerId, r]));
   const byRunner = new Map<string, ParkedAcquire[]>();
   const waiters: Waiter[] = [];
   for (const a of parked) {

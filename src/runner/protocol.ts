@@ -32,22 +32,8 @@ export interface AcquireRequest {
   only_run_id?: number | null;
 }
 
-export interface Offer {
-  step_id: number;
-  run_id: number;
-  attempt: number;
-  token: string;
-  step: string;
-  command: string;
-  env: Record<string, string>;
-  timeout_ms: number | null;
-  lease_ttl_ms: number;
-  ack_deadline_ms: number;
-  renew_interval_ms: number;
-  max_parallel_steps: number;
-  /** The run is run-scoped: its steps stay on this runner, at most max_parallel_steps at once. */
-  run_scope?: boolean;
-}
+/** One offer on the wire: the server's own definition, so the two sides cannot drift apart. */
+export type { Offer } from '../dispatch/offers.js';
 
 export interface LeaseRef {
   step_id: number;

@@ -50,10 +50,11 @@ const mapRunner = (r: any): FleetRunnerRow => ({
 });
 
 /**
- * The whole fleet in one statement: every undeleted runner with its group's attributes, exclusive
- * and drain flags, and its running load (the sum of its delivered leases' loads).
+ * The fleet in one statement: every undeleted runner (or just `runnerIds`, the runners parked on a
+ * tick) with its group's attributes, exclusive and drain flags, and its running load (the sum of
+ * its delivered leases' loads).
  */
-export async function fleetRead(db: Db): Promise<FleetRunnerRow[]> {
+export async function fleetRead(db: Db, opts: { runnerIds?: string[] } = {}): Promise<FleetRunnerRow[]> {
   const { rows } = await db.query(
     `SELECT r.id, r.name, r.group_name, r.labels, r.executors, r.max_load, r.max_parallel_steps, r.site, r.state,
             r.last_seen_at, r.drained, r.drain_reason,
@@ -63,9 +64,11 @@ export async function fleetRead(db: Db): Promise<FleetRunnerRow[]> {
        FROM runners r
        LEFT JOIN runner_groups g ON g.name = r.group_name
        LEFT JOIN (SELECT runner_id, sum(load) AS load, count(*) AS n FROM scheduler_job_leases
-                   WHERE runner_id IS NOT NULL GROUP BY runner_id) l ON l.runner_id = r.id
-      WHERE r.deleted_at IS NULL
+                   WHERE runner_id IS NOT NULL AND ($1::text[] IS NULL OR runner_id = ANY($1::text[]))
+                   GROUP BY runner_id) l ON l.runner_id = r.id
+      WHERE r.deleted_at IS NULL AND ($1::text[] IS NULL OR r.id = ANY($1::text[]))
       ORDER BY r.name, r.id`,
+    [opts.runnerIds ?? null],
   );
   return rows.map(mapRunner);
 }

@@ -36,19 +36,9 @@ export const mapRunner = (r: any): RunnerRow => ({
   drained: r.drained,
 });
 
-export interface RunnerRegistration {
-  id: string;
-  name: string;
-  group: string | null;
-  labels: string[];
-  executors: string[];
-  maxLoad: number;
-  maxParallelSteps: number;
-  site: string | null;
-  protocolVersion: number;
-  credentialHash: string;
+export type RunnerRegistration = Pick<RunnerRow, 'id' | 'name' | 'group' | 'labels' | 'executors' | 'maxLoad' | 'maxParallelSteps' | 'site' | 'protocolVersion' | 'credentialHash'> & {
   replicaId: string;
-}
+};
 
 export async function runnerRegister(db: Db, r: RunnerRegistration): Promise<RunnerRow> {
   const { rows } = await db.query(
@@ -68,48 +58,4 @@ export async function runnerByCredential(db: Db, credentialHash: string): Promis
 export async function runnerTouch(db: Db, p: { runnerIds: string[]; replicaId: string }): Promise<void> {
   if (p.runnerIds.length === 0) return;
   await db.query(`UPDATE runners SET last_seen_at = now(), last_replica = $2, state = 'online' WHERE id = ANY($1::text[])`, [p.runnerIds, p.replicaId]);
-}
-
-/** What placement needs of the runners parked this tick, in one set-based read. */
-export interface RunnerPosture {
-  runnerId: string;
-  drained: boolean;
-  group: string | null;
-  labels: string[];
-  executors: string[];
-  groupAttributes: Record<string, string>;
-  exclusive: boolean;
-  maxLoad: number;
-  runningLoad: number;
-}
-
-export async function runnerPostures(db: Db, runnerIds: string[]): Promise<Map<string, RunnerPosture>> {
-  const out = new Map<string, RunnerPosture>();
-  if (runnerIds.length === 0) return out;
-  const { rows } = await db.query(
-    `SELECT r.id, r.group_name, r.labels, r.executors, r.max_load,
-            (r.drained OR coalesce(g.drained, false) OR r.deleted_at IS NOT NULL) AS drained,
-            coalesce(g.attributes, '{}'::jsonb) AS attributes, coalesce(g.exclusive, false) AS exclusive,
-            coalesce(l.running_load, 0) AS running_load
-       FROM runners r
-       LEFT JOIN runner_groups g ON g.name = r.group_name
-       LEFT JOIN (SELECT runner_id, sum(load) AS running_load FROM scheduler_job_leases
-                   WHERE runner_id = ANY($1::text[]) GROUP BY runner_id) l ON l.runner_id = r.id
-      WHERE r.id = ANY($1::text[])`,
-    [runnerIds],
-  );
-  for (const r of rows) {
-    out.set(r.id, {
-      runnerId: r.id,
-      drained: r.drained,
-      group: r.group_name,
-      labels: r.labels ?? [],
-      executors: r.executors ?? [],
-      groupAttributes: r.attributes ?? {},
-      exclusive: r.exclusive,
-      maxLoad: Number(r.max_load),
-      runningLoad: Number(r.running_load),
-    });
-  }
-  return out;
 }

@@ -9,16 +9,8 @@ export type RunStatus = (typeof RUN_STATUSES)[number];
 export const STEP_STATUSES = ['pending', 'ready', 'running', 'succeeded', 'failed', 'system_error', 'skipped', 'cancelled'] as const;
 export type StepStatus = (typeof STEP_STATUSES)[number];
 
-export interface RunRow {
+export interface RunRow extends Omit<RunDefinition, 'steps'> {
   id: number;
-  name: string;
-  project: string;
-  target: string | null;
-  scope: 'step' | 'run';
-  maxParallelSteps: number;
-  priority: number;
-  env: Record<string, string>;
-  placement: PlacementRequirement | null;
   definition: Record<string, unknown>;
   status: RunStatus;
   cause: string | null;

@@ -43,7 +43,7 @@ export class FakeRunnerApi {
 
   offer(...offers: Array<Partial<Offer> & { step_id: number }>): void {
     for (const o of offers) {
-      this.ready.push({ run_id: 1, attempt: 1, token: `t${o.step_id}`, step: `s${o.step_id}`, command: 'true', env: {}, timeout_ms: null, lease_ttl_ms: 180_000, ack_deadline_ms: 30_000, renew_interval_ms: 60_000, max_parallel_steps: 1, ...o });
+      this.ready.push({ run_id: 1, attempt: 1, token: `t${o.step_id}`, step: `s${o.step_id}`, command: 'true', env: {}, timeout_ms: null, lease_ttl_ms: 180_000, ack_deadline_ms: 30_000, renew_interval_ms: 60_000, max_parallel_steps: 1, run_scope: false, ...o });
     }
     for (const w of this.waiters.splice(0)) w();
   }
