@@ -1,3 +1,4 @@
+import { systemClock } from '../clock.js';
 import { leaseByRequest, offerDetails } from '../store/leases.js';
 import type { RunnerRow } from '../store/runners.js';
 import type { DispatchDeps } from './deps.js';
@@ -27,7 +28,7 @@ export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<
     return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs));
   }
   if (req.runner.drained || req.holdEmpty) {
-    await holdFor(req.waitMs, req.signal);
+    await systemClock.sleep(req.waitMs, req.signal);
     return [];
   }
   const { offers } = deps.registry.park(
@@ -37,16 +38,4 @@ export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<
   );
   deps.kick();
   return offers;
-}
-
-function holdFor(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
