@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from './clock.js';
 import type { ServerConfig } from './config.js';
 import { clearServerRecord, readLocalSecret, writeLocalSecret, writeServerRecord } from './home.js';
+import { adminTokenOf } from './api/admin-auth.js';
 import { createHttpServer } from './api/http.js';
 import { Readiness, storeCheck } from './api/readiness.js';
 import type { DispatchDeps } from './dispatch/deps.js';
@@ -102,7 +103,7 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
 
     const readiness = new Readiness();
     readiness.add(storeCheck(pool));
-    const app = createHttpServer({ log, readiness, version: VERSION, replicaId });
+    const app = createHttpServer({ log, readiness, version: VERSION, replicaId, pollWindowMs: config.pollWindowMs, isAdmin: async (req) => (await adminTokenOf(pool, req)) !== undefined });
     const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], ownership: soleOwnership(), databaseUrl, onStop: [] };
     ctx.events.setMaxListeners(0);
     for (const feature of opts.features ?? []) await feature(ctx);

@@ -2,16 +2,13 @@ import type { Feature } from '../server.js';
 import { DrainTargetError, fleetDrainSet, fleetQueueRead } from '../store/fleet.js';
 import { buildFleetQueue } from '../views/fleet-queue.js';
 import { adminActor, adminAuth } from './admin-auth.js';
+import { digits, object, text } from './schema.js';
 
-const drainBody = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    runner: { type: 'string', minLength: 1, maxLength: 128 },
-    group: { type: 'string', minLength: 1, maxLength: 128 },
-    reason: { type: 'string', maxLength: 1000 },
-  },
-};
+const drainBody = object({
+  runner: text({ minLength: 1, maxLength: 128 }),
+  group: text({ minLength: 1, maxLength: 128 }),
+  reason: text({ maxLength: 1000 }),
+});
 
 /**
  * The fleet's admin API: `GET /api/fleet/queue` (every entry with its verdict, the same shape as
@@ -24,11 +21,11 @@ export function adminFleetApi(): Feature {
     // Query values arrive as strings and the server never coerces types: the limit is a digit string.
     ctx.app.get<{ Querystring: { limit?: string } }>(
       '/api/fleet/queue',
-      { preHandler: auth, schema: { querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'string', pattern: '^[1-9][0-9]{0,4}$' } } } } },
+      { onRequest: auth, schema: { querystring: object({ limit: digits({ maxDigits: 5 }) }) } },
       async (req) => buildFleetQueue(await fleetQueueRead(ctx.pool, { limit: req.query.limit ? Number(req.query.limit) : undefined }), { acceptExceeding: ctx.config.acceptExceeding }),
     );
     for (const verb of ['drain', 'undrain'] as const) {
-      ctx.app.post<{ Body: { runner?: string; group?: string; reason?: string } }>(`/api/fleet/${verb}`, { preHandler: auth, schema: { body: drainBody } }, async (req, reply) => {
+      ctx.app.post<{ Body: { runner?: string; group?: string; reason?: string } }>(`/api/fleet/${verb}`, { onRequest: auth, schema: { body: drainBody } }, async (req, reply) => {
         const { runner, group, reason } = req.body ?? {};
         if ((runner === undefined) === (group === undefined)) {
           reply.code(400);

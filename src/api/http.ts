@@ -1,23 +1,75 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest, type RouteOptions } from 'fastify';
 import type { Logger } from '../logger.js';
+import { installErrorHandler } from './errors.js';
 import type { Readiness } from './readiness.js';
+import { BODY_LIMIT } from './schema.js';
 
-export interface HttpDeps { log: Logger; readiness: Readiness; version: string; replicaId: string }
+export interface HttpDeps {
+  log: Logger;
+  readiness: Readiness;
+  version: string;
+  replicaId: string;
+  /** The longest a request may legitimately stay silent (the acquire long poll); default 50 s. */
+  pollWindowMs?: number;
+  /** Whether the request carries a live admin token: only then do the health endpoints show details. */
+  isAdmin?: (req: FastifyRequest) => Promise<boolean>;
+}
 
-/** The fastify instance with the health endpoints; feature modules register their routes on it. */
+/** One route as registered, for the fuzz tier and the route table in docs/security.md. */
+export interface RouteRecord {
+  method: string;
+  url: string;
+  schema?: RouteOptions['schema'];
+  bodyLimit?: number;
+}
+
+const routeTables = new WeakMap<FastifyInstance, RouteRecord[]>();
+
+/** Every route registered on an app built by createHttpServer, in registration order. */
+export function registeredRoutes(app: FastifyInstance): RouteRecord[] {
+  return [...(routeTables.get(app) ?? [])];
+}
+
+/** How long a client has to send a whole request (headers and body). */
+export const REQUEST_TIMEOUT_MS = 30_000;
+
+/**
+ * The fastify instance with the health endpoints; feature modules register their routes on it.
+ * Bounded by default (fastify's own defaults are not): a request must arrive whole within 30 s, a
+ * socket silent for longer than the poll window plus a minute is closed, and a body is at most
+ * BODY_LIMIT.small unless its route says otherwise.
+ */
 export function createHttpServer(deps: HttpDeps): FastifyInstance {
   const app = Fastify({
     loggerInstance: deps.log.child({ component: 'http' }, { level: 'warn' }) as any,
     // Unknown fields are errors and types are never coerced: a typo must not be silently accepted.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false } },
-    bodyLimit: 4 * 1024 * 1024,
+    bodyLimit: BODY_LIMIT.small,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    connectionTimeout: (deps.pollWindowMs ?? 50_000) + 60_000,
+    keepAliveTimeout: 72_000,
+    // `__proto__` and `constructor.prototype` in a JSON body are refused (400), never merged.
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    maxParamLength: 200,
   });
-  app.get('/healthz', async () => ({ status: 'ok', replica: deps.replicaId, version: deps.version }));
-  app.get('/readyz', async (_req, reply) => {
+  const routes: RouteRecord[] = [];
+  routeTables.set(app, routes);
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) routes.push({ method, url: r.url, schema: r.schema, bodyLimit: r.bodyLimit });
+  });
+  installErrorHandler(app);
+  const isAdmin = async (req: FastifyRequest) => (deps.isAdmin ? deps.isAdmin(req).catch(() => false) : false);
+  // Anonymous callers learn that the replica lives and which checks fail, never the host name,
+  // version or the store's error text; an admin token shows the details.
+  app.get('/healthz', async (req) => (await isAdmin(req) ? { status: 'ok', replica: deps.replicaId, version: deps.version } : { status: 'ok' }));
+  app.get('/readyz', async (req, reply) => {
     const { ready, checks } = await deps.readiness.evaluate();
     const failing = checks.filter((c) => !c.ok).map((c) => c.name);
     reply.code(ready ? 200 : 503);
-    return { status: ready ? 'ready' : 'not ready', failing, checks, replica: deps.replicaId };
+    const status = ready ? 'ready' : 'not ready';
+    if (await isAdmin(req)) return { status, failing, checks, replica: deps.replicaId };
+    return { status, failing, checks: checks.map((c) => ({ name: c.name, ok: c.ok })) };
   });
   return app;
 }

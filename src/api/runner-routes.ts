@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { hashSecret, newSecret } from '../core/tokens.js';
+import { hashSecret, newSecret, secretKind } from '../core/tokens.js';
 import { acquire } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
@@ -9,28 +9,31 @@ import { auditRecord } from '../store/audit.js';
 import { runnerRegister, runnerTouch } from '../store/runners.js';
 import { tokenVerify } from '../store/tokens.js';
 import { runnerAuth } from './runner-auth.js';
+import { BODY_LIMIT, int4, int8, load, name as schemaName, names as schemaNames, nullableText, object, text } from './schema.js';
 
 const PROTOCOL_VERSION = 1;
-const name = { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]*$' };
-const names = { type: 'array', items: name, maxItems: 64, uniqueItems: true };
-const token = { anyOf: [{ type: 'string', pattern: '^[0-9]{1,19}$' }, { type: 'integer', minimum: 0 }] };
-const stepId = { type: 'integer', minimum: 1 };
-const leaseRefs = {
-  type: 'object',
-  required: ['leases'],
-  additionalProperties: false,
-  properties: {
+/** Parked or held acquires one runner may have at once (the runner agent keeps at most 4): excess is 429. */
+export const PARKED_PER_RUNNER = 8;
+/** The longest single log chunk and the most chunks in one batch. */
+export const LOG_CHUNK_MAX_CHARS = 1024 * 1024;
+const name = schemaName();
+const names = schemaNames();
+const token = int8();
+const stepId = int8();
+const leaseRefs = object(
+  {
     leases: {
       type: 'array',
       minItems: 1,
       maxItems: 256,
-      items: { type: 'object', required: ['step_id', 'token'], additionalProperties: false, properties: { step_id: stepId, token, reason: { type: 'string', maxLength: 1000 } } },
+      items: object({ step_id: stepId, token, reason: text({ maxLength: 1000 }) }, ['step_id', 'token']),
     },
   },
-};
+  ['leases'],
+);
 
-interface Ref { step_id: number; token: string | number; reason?: string }
-const toRefs = (items: Ref[]) => items.map((i) => ({ stepId: i.step_id, token: String(i.token), reason: i.reason }));
+interface Ref { step_id: number | string; token: string | number; reason?: string }
+const toRefs = (items: Ref[]) => items.map((i) => ({ stepId: Number(i.step_id), token: String(i.token), reason: i.reason }));
 
 export interface RunnerRouteOptions {
   /** The replica's poll window: the longest an acquire parks. */
@@ -54,38 +57,46 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
   // Every poll in flight, parked or held (drained runner, quiesced replica): a shutdown answers
   // them all empty before HTTP waits for its requests, or it would wait out a poll window.
   const polls = new Set<AbortController>();
+  const parkedBy = new Map<string, number>();
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
     for (const ctl of polls) ctl.abort();
   });
 
+  const registrationTokens = new WeakMap<object, string>();
   app.post<{ Body: any }>(
     '/api/runner/register',
     {
+      bodyLimit: BODY_LIMIT.small,
+      // The credential travels in the body: check it before the schema, so a caller without a
+      // live registration token learns nothing about the fields (401, not a field-level 400).
+      preValidation: async (req, reply) => {
+        const presented = (req.body as Record<string, unknown> | null)?.registration_token;
+        const tok = typeof presented === 'string' && secretKind(presented) === 'registration' ? await tokenVerify(deps.pool, 'registration', presented) : undefined;
+        if (!tok) return reply.code(401).send({ error: 'registration token invalid' });
+        registrationTokens.set(req, tok.id);
+      },
       schema: {
-        body: {
-          type: 'object',
-          required: ['registration_token', 'name'],
-          additionalProperties: false,
-          properties: {
-            registration_token: { type: 'string', minLength: 1, maxLength: 256 },
+        body: object(
+          {
+            registration_token: text({ minLength: 1, maxLength: 256 }),
             name,
             group: name,
             labels: names,
             executors: names,
-            max_load: { type: 'number', exclusiveMinimum: 0, maximum: 100000 },
-            max_parallel_steps: { type: 'integer', minimum: 1, maximum: 64 },
+            max_load: load(),
+            max_parallel_steps: int4({ min: 1, max: 64 }),
             site: name,
-            protocol_version: { type: 'integer', minimum: 1 },
+            protocol_version: int4({ min: 1 }),
           },
-        },
+          ['registration_token', 'name'],
+        ),
       },
     },
     async (req, reply) => {
       const b = req.body as Record<string, any>;
-      const tok = await tokenVerify(deps.pool, 'registration', b.registration_token);
-      if (!tok) return reply.code(401).send({ error: 'registration token invalid' });
+      const tok = { id: registrationTokens.get(req)! };
       const credential = newSecret('runner');
       const runner = await runnerRegister(deps.pool, {
         id: `rnr_${randomBytes(8).toString('hex')}`,
@@ -106,28 +117,33 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
   );
 
   app.register(async (scoped) => {
-    scoped.addHook('preHandler', auth);
+    // The credential is checked before the body is read: anonymous callers get 401 and nothing else.
+    scoped.addHook('onRequest', auth);
 
     scoped.post<{ Body: { request_id: string; max_offers?: number; wait_ms?: number; only_run_id?: number | null } }>(
       '/api/runner/acquire',
       {
+        bodyLimit: BODY_LIMIT.small,
         schema: {
-          body: {
-            type: 'object',
-            required: ['request_id'],
-            additionalProperties: false,
-            properties: {
-              request_id: { type: 'string', minLength: 1, maxLength: 128 },
-              max_offers: { type: 'integer', minimum: 1, maximum: 64 },
-              wait_ms: { type: 'integer', minimum: 0 },
-              only_run_id: { anyOf: [{ type: 'integer', minimum: 1 }, { type: 'null' }] },
+          body: object(
+            {
+              request_id: text({ minLength: 1, maxLength: 128 }),
+              max_offers: int4({ min: 1, max: 64 }),
+              wait_ms: int4({ min: 0 }),
+              only_run_id: { anyOf: [int8(), { type: 'null' }] },
             },
-          },
+            ['request_id'],
+          ),
         },
       },
       async (req, reply) => {
         const runner = req.runner!;
         touch(runner.id);
+        const parked = parkedBy.get(runner.id) ?? 0;
+        if (parked >= PARKED_PER_RUNNER) {
+          return reply.code(429).header('retry-after', '1').send({ error: `too many acquires in flight for this runner (at most ${PARKED_PER_RUNNER}); retry` });
+        }
+        parkedBy.set(runner.id, parked + 1);
         const ctl = new AbortController();
         const onClose = () => ctl.abort();
         req.raw.socket.once('close', onClose);
@@ -138,7 +154,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
             requestId: req.body.request_id,
             maxOffers: req.body.max_offers ?? 1,
             waitMs: Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs),
-            onlyRunId: req.body.only_run_id ?? null,
+            onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
             signal: ctl.signal,
             holdEmpty: opts.holdPolls(),
           });
@@ -148,86 +164,80 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
           if (offers.length === 0) return reply.code(204).send();
           return { offers };
         } finally {
+          const left = (parkedBy.get(runner.id) ?? 1) - 1;
+          if (left > 0) parkedBy.set(runner.id, left);
+          else parkedBy.delete(runner.id);
           polls.delete(ctl);
           req.raw.socket.off('close', onClose);
         }
       },
     );
 
-    scoped.post<{ Body: { leases: Ref[] } }>('/api/runner/ack', { schema: { body: leaseRefs } }, async (req) => ({
+    scoped.post<{ Body: { leases: Ref[] } }>('/api/runner/ack', { bodyLimit: BODY_LIMIT.batch, schema: { body: leaseRefs } }, async (req) => ({
       results: await ackLeases(deps, req.runner!.id, toRefs(req.body.leases)),
     }));
 
-    scoped.post<{ Body: { leases: Ref[] } }>('/api/runner/renew', { schema: { body: leaseRefs } }, async (req) => {
+    scoped.post<{ Body: { leases: Ref[] } }>('/api/runner/renew', { bodyLimit: BODY_LIMIT.batch, schema: { body: leaseRefs } }, async (req) => {
       touch(req.runner!.id);
       return { results: await renewLeases(deps, req.runner!.id, toRefs(req.body.leases)) };
     });
 
-    scoped.post<{ Body: { leases: Ref[] } }>('/api/runner/release', { schema: { body: leaseRefs } }, async (req) => ({
+    scoped.post<{ Body: { leases: Ref[] } }>('/api/runner/release', { bodyLimit: BODY_LIMIT.batch, schema: { body: leaseRefs } }, async (req) => ({
       results: await releaseLeases(deps, req.runner!.id, toRefs(req.body.leases)),
     }));
 
-    scoped.post<{ Body: { completions: Array<{ step_id: number; token: string | number; exit_code: number | null; cause?: string | null }> } }>(
+    scoped.post<{ Body: { completions: Array<{ step_id: number | string; token: string | number; exit_code: number | null; cause?: string | null }> } }>(
       '/api/runner/complete',
       {
+        bodyLimit: BODY_LIMIT.batch,
         schema: {
-          body: {
-            type: 'object',
-            required: ['completions'],
-            additionalProperties: false,
-            properties: {
+          body: object(
+            {
               completions: {
                 type: 'array',
                 minItems: 1,
                 maxItems: 256,
-                items: {
-                  type: 'object',
-                  required: ['step_id', 'token', 'exit_code'],
-                  additionalProperties: false,
-                  properties: {
-                    step_id: stepId,
-                    token,
-                    exit_code: { anyOf: [{ type: 'integer', minimum: -255, maximum: 255 }, { type: 'null' }] },
-                    cause: { anyOf: [{ type: 'string', maxLength: 2000 }, { type: 'null' }] },
-                  },
-                },
+                items: object(
+                  { step_id: stepId, token, exit_code: { anyOf: [int4({ min: -255, max: 255 }), { type: 'null' }] }, cause: nullableText({ maxLength: 2000 }) },
+                  ['step_id', 'token', 'exit_code'],
+                ),
               },
             },
-          },
+            ['completions'],
+          ),
         },
       },
       async (req) => ({
         results: await completeLeases(
           deps,
           req.runner!.id,
-          req.body.completions.map((c) => ({ stepId: c.step_id, token: String(c.token), exitCode: c.exit_code, cause: c.cause ?? null })),
+          req.body.completions.map((c) => ({ stepId: Number(c.step_id), token: String(c.token), exitCode: c.exit_code, cause: c.cause ?? null })),
         ),
       }),
     );
 
-    scoped.post<{ Body: { step_id: number; token: string | number; chunks: Array<{ stream: 'stdout' | 'stderr'; text: string }> } }>(
+    scoped.post<{ Body: { step_id: number | string; token: string | number; chunks: Array<{ stream: 'stdout' | 'stderr'; text: string }> } }>(
       '/api/runner/logs',
       {
-        bodyLimit: 8 * 1024 * 1024,
+        bodyLimit: BODY_LIMIT.large,
         schema: {
-          body: {
-            type: 'object',
-            required: ['step_id', 'token', 'chunks'],
-            additionalProperties: false,
-            properties: {
+          body: object(
+            {
               step_id: stepId,
               token,
               chunks: {
                 type: 'array',
                 maxItems: 1000,
-                items: { type: 'object', required: ['stream', 'text'], additionalProperties: false, properties: { stream: { enum: ['stdout', 'stderr'] }, text: { type: 'string' } } },
+                // Step output is arbitrary: NUL and broken UTF-16 are stored visibly replaced (storableText), not refused.
+                items: object({ stream: { enum: ['stdout', 'stderr'] }, text: { type: 'string', maxLength: LOG_CHUNK_MAX_CHARS } }, ['stream', 'text']),
               },
             },
-          },
+            ['step_id', 'token', 'chunks'],
+          ),
         },
       },
       async (req, reply) => {
-        const lease = await checkLease(deps, req.runner!.id, { stepId: req.body.step_id, token: String(req.body.token) });
+        const lease = await checkLease(deps, req.runner!.id, { stepId: Number(req.body.step_id), token: String(req.body.token) });
         if (!lease) return reply.code(409).send({ error: FENCED });
         if (req.body.chunks.length > 0) await stepLogAppend(deps.pool, { stepId: lease.stepId, attempt: lease.attempt, chunks: req.body.chunks });
         return { ok: true };

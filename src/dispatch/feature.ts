@@ -1,6 +1,5 @@
 import { registerRunnerRoutes } from '../api/runner-routes.js';
 import { FairShare } from '../core/stride.js';
-import { installErrorHandler } from '../api/errors.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import { SHARD_FALLBACK_MS } from '../coordination/coordinator.js';
 import { startLoop } from '../loop.js';
@@ -80,7 +79,6 @@ export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
     if (opts.ownExpiryLoop !== false) {
       ctx.loops.push(startLoop({ name: 'expiry', clock: ctx.clock, log: deps.log, once: async () => (await expireOnce(deps), EXPIRY_INTERVAL_MS) }));
     }
-    installErrorHandler(ctx.app);
     registerRunnerRoutes(ctx.app, deps, { pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => !ctx.ownership.inMembership()) });
   };
 }

@@ -1,3 +1,4 @@
+import { storableText } from '../core/bounds.js';
 import type { Pool, PoolClient } from './pool.js';
 
 type Db = Pool | PoolClient;
@@ -15,7 +16,8 @@ export interface LogLine {
 }
 
 /**
- * Appends a runner's output chunks to the step's current attempt. Nothing is written when the
+ * Appends a runner's output chunks to the step's current attempt. Output is arbitrary: a NUL or an
+ * unpaired surrogate (which text and jsonb cannot hold) is stored visibly replaced (storableText). Nothing is written when the
  * attempt is not the step's current one or its log is sealed; returns how many chunks landed.
  * (The lease token is checked by the caller; this is the store's own guard.)
  */
@@ -27,7 +29,7 @@ export async function stepLogAppend(db: Db, p: { stepId: number; attempt: number
        FROM steps s, jsonb_to_recordset($3::jsonb) AS c(ord int, stream text, text text)
       WHERE s.id = $1 AND s.attempt = $2 AND NOT s.log_sealed AND c.stream IN ('stdout', 'stderr')
       ORDER BY c.ord`,
-    [p.stepId, p.attempt, JSON.stringify(p.chunks.map((c, ord) => ({ ord, stream: c.stream, text: c.text })))],
+    [p.stepId, p.attempt, JSON.stringify(p.chunks.map((c, ord) => ({ ord, stream: c.stream, text: storableText(c.text) })))],
   );
   return rowCount ?? 0;
 }

@@ -1,0 +1,59 @@
+/**
+ * The ranges of the store's column types and the rules for text that may reach it, defined once:
+ * the HTTP schemas (src/api/schema.ts), the run-file parser and the CLI's arguments all check
+ * against these, so a value the store would reject (22003 out of range, 22P05 NUL in text) is
+ * refused at the edge with a message naming the field.
+ */
+
+/** PostgreSQL smallint. */
+export const INT2 = { min: -32_768, max: 32_767 } as const;
+/** PostgreSQL integer. */
+export const INT4 = { min: -2_147_483_648, max: 2_147_483_647 } as const;
+/**
+ * The bigint ids and tokens we accept: as JSON numbers up to 2^53 - 1 (beyond that a JSON number
+ * is not exact), as digit strings up to 18 digits (always below 2^63 - 1, so the cast never fails).
+ */
+export const INT8_SAFE_MAX = Number.MAX_SAFE_INTEGER;
+export const INT8_DIGITS_PATTERN = '^(0|[1-9][0-9]{0,17})$';
+/**
+ * The smallest positive `load` / `max_load`: loads are compared as fractions of a runner's
+ * capacity, and a `real` column cannot hold much below this without losing the value to 0.
+ */
+export const LOAD_MIN = 0.001;
+export const LOAD_MAX = 100_000;
+
+/**
+ * Text the store can hold and a terminal can show: no NUL (PostgreSQL text and jsonb cannot hold
+ * it) and no unpaired UTF-16 surrogate (not encodable as UTF-8). As an ECMAScript pattern with the
+ * `u` flag, which is how Ajv compiles JSON-schema patterns.
+ */
+export const SAFE_TEXT_PATTERN = '^[^\\u0000\\uD800-\\uDFFF]*$';
+const SAFE_TEXT = new RegExp(SAFE_TEXT_PATTERN, 'u');
+
+/** What is wrong with a piece of text, or undefined when it is safe to store. */
+export function unsafeTextReason(text: string): string | undefined {
+  if (SAFE_TEXT.test(text)) return undefined;
+  return text.includes('\u0000') ? 'contains a NUL character' : 'contains an unpaired surrogate (not valid Unicode)';
+}
+
+export function isSafeText(text: string): boolean {
+  return SAFE_TEXT.test(text);
+}
+
+/** Keys that must never name a field: an object built from them could reach a prototype. */
+export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** True when n is an integer within [min, max] (both inclusive). */
+export function inIntRange(n: unknown, range: { min: number; max: number }): n is number {
+  return typeof n === 'number' && Number.isInteger(n) && n >= range.min && n <= range.max;
+}
+
+/**
+ * Step output made storable without losing what it said: NUL becomes U+2400 (␀, the visible
+ * symbol for NUL) and an unpaired surrogate becomes U+FFFD, the replacement character that a
+ * UTF-8 decoder already puts for bytes that are not UTF-8.
+ */
+export function storableText(text: string): string {
+  if (SAFE_TEXT.test(text)) return text;
+  return text.replaceAll('\u0000', '\u2400').replace(/[\uD800-\uDFFF]/gu, '\uFFFD');
+}
