@@ -1,8 +1,8 @@
-import type { StepOutcome } from '../orchestrator/contract.js';
-import { doneByToken, leaseAck, leaseCheck, leaseComplete, leaseExpireDue, leaseRenew, leaseRequeueUnacked, leaseReturn, pinsForRuns, type LeaseRef, type LeaseRow } from '../store/leases.js';
+import { heldKey, leaseCheck, leaseExpireDue, leaseRequeueUnacked, leaseReturn, pinsForRuns, type LeaseRef, type LeaseRow } from '../store/leases.js';
 import { withTransaction } from '../store/pool.js';
 import { postureRead } from '../store/posture.js';
 import type { DispatchDeps } from './deps.js';
+import { leaseGroupCommit } from './group-commit.js';
 
 export const FENCED = 'lease expired or revoked';
 export const RUNNER_LOST_CAUSE = 'runner lost: lease expired without a result';
@@ -13,12 +13,18 @@ function results(items: LeaseRef[], ok: Set<number>): ItemResult[] {
   return items.map((i) => (ok.has(i.stepId) ? { step_id: i.stepId, ok: true } : { step_id: i.stepId, ok: false, status: 409, error: FENCED }));
 }
 
-export async function ackLeases(deps: DispatchDeps, runnerId: string, items: LeaseRef[]): Promise<ItemResult[]> {
-  return results(items, await leaseAck(deps.pool, { runnerId, ttlMs: deps.ttlMs, items }));
+function heldResults(runnerId: string, items: LeaseRef[], ok: Set<string>): ItemResult[] {
+  return items.map((i) => (ok.has(heldKey({ ...i, runnerId })) ? { step_id: i.stepId, ok: true } : { step_id: i.stepId, ok: false, status: 409, error: FENCED }));
 }
 
+/** Acks, through the replica's group commit: answered once the group it joined has committed. */
+export async function ackLeases(deps: DispatchDeps, runnerId: string, items: LeaseRef[]): Promise<ItemResult[]> {
+  return heldResults(runnerId, items, await leaseGroupCommit(deps).ack(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
+}
+
+/** Renewals (each implies the ack), through the replica's group commit. */
 export async function renewLeases(deps: DispatchDeps, runnerId: string, items: LeaseRef[]): Promise<ItemResult[]> {
-  return results(items, await leaseRenew(deps.pool, { runnerId, ttlMs: deps.ttlMs, items }));
+  return heldResults(runnerId, items, await leaseGroupCommit(deps).renew(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
 }
 
 export async function checkLease(deps: DispatchDeps, runnerId: string, ref: LeaseRef): Promise<LeaseRow | undefined> {
@@ -28,35 +34,14 @@ export async function checkLease(deps: DispatchDeps, runnerId: string, ref: Leas
 export interface Completion extends LeaseRef { exitCode: number | null; cause: string | null }
 
 /**
- * Records completions, each fenced by its own token, in one transaction with the run's
- * progress. A repeat of a completion already recorded with the same token answers ok.
+ * Records completions, each fenced by its own token, with the run's progress, in the group
+ * commit's transaction (completions of other runners may share it; each keeps its own verdict).
+ * A completion implies the ack: an offer completed before its ack deadline needs no ack. A repeat
+ * of a completion already recorded with the same token by the same runner answers ok.
  */
 export async function completeLeases(deps: DispatchDeps, runnerId: string, items: Completion[]): Promise<ItemResult[]> {
-  const ended = await withTransaction(deps.pool, async (client) => {
-    const rows = await leaseComplete(client, { runnerId, items });
-    const byStep = new Map(items.map((i) => [i.stepId, i]));
-    const outcomes: StepOutcome[] = rows.map((lease) => {
-      const c = byStep.get(lease.stepId)!;
-      return {
-        stepId: lease.stepId,
-        runId: lease.runId,
-        attempt: lease.attempt,
-        status: c.exitCode === 0 && !c.cause ? 'succeeded' : 'failed',
-        exitCode: c.exitCode,
-        cause: c.cause ?? (c.exitCode === 0 ? null : `exited with code ${c.exitCode}`),
-        runnerId,
-      };
-    });
-    await deps.hooks.stepsFinished(client, outcomes);
-    return new Set(rows.map((r) => r.stepId));
-  });
-  const missing = items.filter((i) => !ended.has(i.stepId));
-  const repeated = await doneByToken(deps.pool, missing);
-  if (ended.size > 0) {
-    deps.events.emit('lease:completed', { runnerId, count: ended.size });
-    deps.kick();
-  }
-  return results(items, new Set([...ended, ...repeated]));
+  const ok = await leaseGroupCommit(deps).complete(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId, exitCode: i.exitCode, cause: i.cause })));
+  return heldResults(runnerId, items, ok);
 }
 
 /** A runner gives work back unfinished (graceful shutdown): the next attempt, at the original position. */

@@ -5,21 +5,24 @@ import type { PoolClient } from '../store/pool.js';
 import {
   runCauseSet,
   runFinish,
-  runLock,
+  runGet,
   runnerName,
+  runOpenRecount,
   runPinRemove,
   runProgress,
+  runsCloseSteps,
   stepFinish,
   stepGet,
   stepRequeue,
   stepsCloseWaiting,
-  stepsRelease,
+  stepsReleaseAfter,
   stepsSkipDependents,
   stepsWithStatus,
   stepStart,
   stepsStart,
   stepsFinish,
   type RunRow,
+  type StepRow,
 } from '../store/runs.js';
 import type { OrchestratorHooks, StepOutcome } from './contract.js';
 import { enqueueReadySteps } from './enqueue.js';
@@ -69,35 +72,57 @@ async function failPinnedRun(client: PoolClient, run: RunRow, runnerId: string):
 }
 
 /**
- * Records outcomes run by run, in run-id order (one global lock order, so concurrent batches
- * never deadlock): each run is locked once, every outcome applied, then rolled up once.
+ * Records outcomes of any number of runs without taking their run rows: one statement finishes
+ * the steps, one frees the dependents of those that succeeded (only when some have dependents),
+ * failures skip what is downstream of them, and one statement counts the closed steps off their
+ * runs (rows locked in id order, held to the commit). A run whose count reaches zero is rolled up;
+ * a run-scoped run whose pinned runner was lost is failed under its run lock.
  */
 async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Promise<void> {
-  const byRun = new Map<number, StepOutcome[]>();
+  const known: StepOutcome[] = [];
   for (const o of outcomes) {
     const runId = o.runId ?? (await stepGet(client, o.stepId))?.runId;
-    if (runId === undefined) continue;
-    byRun.set(runId, [...(byRun.get(runId) ?? []), o]);
+    if (runId !== undefined) known.push({ ...o, runId });
   }
-  for (const runId of [...byRun.keys()].sort((a, b) => a - b)) {
-    const run = await runLock(client, runId);
-    if (!run) continue;
-    const list = byRun.get(runId)!;
-    const finished = await stepsFinish(
-      client,
-      list.map((o) => ({ stepId: o.stepId, attempt: o.attempt, status: o.status, exitCode: o.exitCode, cause: o.cause, runnerId: o.runnerId, seal: o.status === 'system_error' })),
-    );
-    // A stale attempt, a duplicate completion, or a step already cancelled is not among `finished`.
-    const outcomeOf = new Map(list.map((o) => [o.stepId, o]));
-    const succeeded = finished.filter((s) => s.status === 'succeeded').map((s) => s.name);
-    if (succeeded.length > 0) await enqueueReadySteps(client, run, await stepsRelease(client, { runId: run.id, after: succeeded }));
-    for (const step of finished.filter((s) => s.status !== 'succeeded')) {
-      const o = outcomeOf.get(step.id)!;
-      if (step.status === 'system_error') await stepLogSystem(client, { stepId: step.id, attempt: step.attempt, text: `attempt ${step.attempt} ended in system_error: ${o.cause ?? 'unknown cause'}; log sealed` });
-      await stepsSkipDependents(client, { runId: run.id, stepName: step.name, cause: `skipped: step ${step.name} ${step.status === 'failed' ? 'failed' : 'ended in system_error'}` });
-      if (o.event === 'pinned_runner_lost' && o.runnerId) await failPinnedRun(client, run, o.runnerId);
+  if (known.length === 0) return;
+  const finished = await stepsFinish(
+    client,
+    known.map((o) => ({ stepId: o.stepId, attempt: o.attempt, status: o.status, exitCode: o.exitCode, cause: o.cause, runnerId: o.runnerId, seal: o.status === 'system_error' })),
+  );
+  // A stale attempt, a duplicate completion, or a step already cancelled is not among `finished`.
+  if (finished.length === 0) return;
+  const outcomeOf = new Map(known.map((o) => [o.stepId, o]));
+  const closed = new Map<number, number>();
+  for (const s of finished) closed.set(s.runId, (closed.get(s.runId) ?? 0) + 1);
+
+  const freed = await stepsReleaseAfter(client, finished.filter((s) => s.status === 'succeeded' && s.dependents > 0).map((s) => ({ runId: s.runId, name: s.name })));
+  if (freed.length > 0) {
+    const byRun = new Map<number, StepRow[]>();
+    for (const s of freed) byRun.set(s.runId, [...(byRun.get(s.runId) ?? []), s]);
+    for (const [runId, steps] of byRun) {
+      const run = await runGet(client, runId);
+      if (run) await enqueueReadySteps(client, run, steps);
     }
-    await runRollUp(client, run);
+  }
+  const pinLost: Array<{ runId: number; runnerId: string }> = [];
+  for (const step of finished.filter((s) => s.status !== 'succeeded')) {
+    const o = outcomeOf.get(step.id)!;
+    if (step.status === 'system_error') await stepLogSystem(client, { stepId: step.id, attempt: step.attempt, text: `attempt ${step.attempt} ended in system_error: ${o.cause ?? 'unknown cause'}; log sealed` });
+    if (step.dependents > 0) {
+      const skipped = await stepsSkipDependents(client, { runId: step.runId, stepName: step.name, cause: `skipped: step ${step.name} ${step.status === 'failed' ? 'failed' : 'ended in system_error'}` });
+      closed.set(step.runId, closed.get(step.runId)! + skipped.length);
+    }
+    if (o.event === 'pinned_runner_lost' && o.runnerId) pinLost.push({ runId: step.runId, runnerId: o.runnerId });
+  }
+  const runs = await runsCloseSteps(client, closed);
+  for (const run of runs) {
+    const lost = pinLost.find((p) => p.runId === run.id);
+    let open = run.openSteps;
+    if (lost && run.status === 'running') {
+      await failPinnedRun(client, run, lost.runnerId);
+      open = await runOpenRecount(client, run.id);
+    }
+    if (open <= 0) await runRollUp(client, run);
   }
 }
 

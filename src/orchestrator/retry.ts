@@ -2,7 +2,7 @@ import { NotFoundError } from '../cli/errors.js';
 import { auditRecord } from '../store/audit.js';
 import { stepLogSystem } from '../store/logs.js';
 import { withTransaction, type Pool } from '../store/pool.js';
-import { runLock, runReopen, stepsRelease, stepsRetry, type RunStatus } from '../store/runs.js';
+import { runLock, runReopen, stepsLockRun, stepsRelease, stepsRetry, type RunStatus } from '../store/runs.js';
 import { enqueueReadySteps } from './enqueue.js';
 
 export interface RunRetried {
@@ -23,6 +23,7 @@ export interface RunRetried {
  */
 export async function runRetry(pool: Pool, runId: number, opts: { actor: string; source?: string } = { actor: 'cli' }): Promise<RunRetried> {
   return withTransaction(pool, async (client) => {
+    await stepsLockRun(client, runId);
     const run = await runLock(client, runId);
     if (!run) throw new NotFoundError(`no run with id ${runId}`);
     const { retried, reopened } = await stepsRetry(client, runId);

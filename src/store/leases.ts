@@ -81,32 +81,45 @@ export async function leaseByRequest(db: Db, p: { runnerId: string; requestId: s
   return rows.map(mapLease);
 }
 
-/** Ack: the offer reached the runner. Extends the expiry (TTL counts from the last ack/renewal). */
-export async function leaseAck(db: Db, p: { runnerId: string; ttlMs: number; items: LeaseRef[] }): Promise<Set<number>> {
+/** A lease as one runner presents it: the step, the token it was handed, and who presents it. */
+export interface HeldLeaseRef extends LeaseRef { runnerId: string }
+
+/** The key an answer is matched on: step, token and runner together. */
+export const heldKey = (r: { stepId: number; token: string; runnerId: string }): string => `${r.stepId}:${r.token}:${r.runnerId}`;
+
+const heldRefs = (items: HeldLeaseRef[]) => [items.map((i) => i.stepId), items.map((i) => i.token), items.map((i) => i.runnerId)];
+const heldKeys = (rows: any[]) => new Set(rows.map((r) => heldKey({ stepId: Number(r.step_id), token: String(r.token), runnerId: r.runner_id })));
+
+/**
+ * Ack: the offer reached the runner. Extends the expiry (TTL counts from the last ack/renewal).
+ * Each item is fenced by its own token and runner; items of many runners go in one statement.
+ * Returns the heldKey of every item that matched a live lease.
+ */
+export async function leaseAck(db: Db, p: { ttlMs: number; items: HeldLeaseRef[] }): Promise<Set<string>> {
   if (p.items.length === 0) return new Set();
   const { rows } = await db.query(
     `UPDATE scheduler_job_leases l SET acked_at = coalesce(l.acked_at, now()), expires_at = now() + $4 * interval '1 millisecond'
-       FROM unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
-      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = $3
-      RETURNING l.step_id`,
-    [...refs(p.items), p.runnerId, p.ttlMs],
+       FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
+      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id
+      RETURNING l.step_id, l.token, l.runner_id`,
+    [...heldRefs(p.items), p.ttlMs],
   );
-  return new Set(rows.map((r) => Number(r.step_id)));
+  return heldKeys(rows);
 }
 
-/** Renew: extends the expiry and records that the runner is executing. Fenced by token alone. */
-export async function leaseRenew(db: Db, p: { runnerId: string; ttlMs: number; items: LeaseRef[] }): Promise<Set<number>> {
+/** Renew: extends the expiry and records that the runner is executing (implies the ack). Fenced per item. */
+export async function leaseRenew(db: Db, p: { ttlMs: number; items: HeldLeaseRef[] }): Promise<Set<string>> {
   if (p.items.length === 0) return new Set();
   const { rows } = await db.query(
     `UPDATE scheduler_job_leases l
         SET renewed_at = now(), executing = true, acked_at = coalesce(l.acked_at, now()),
             expires_at = now() + $4 * interval '1 millisecond'
-       FROM unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
-      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = $3
-      RETURNING l.step_id`,
-    [...refs(p.items), p.runnerId, p.ttlMs],
+       FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
+      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id
+      RETURNING l.step_id, l.token, l.runner_id`,
+    [...heldRefs(p.items), p.ttlMs],
   );
-  return new Set(rows.map((r) => Number(r.step_id)));
+  return heldKeys(rows);
 }
 
 /** The live lease this token fences, or undefined (stale, revoked, or another runner's). */
@@ -116,33 +129,37 @@ export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; 
 }
 
 /**
- * Ends leases whose tokens match: deletes them, records (step, attempt, token) done and drops
+ * Ends leases whose tokens match, each presented by the runner that holds it (items of many
+ * runners in one statement): deletes them, records (step, attempt, token, runner) done and drops
  * their pool holds. Returns the ended leases; the caller reports them to the orchestrator in the
  * same transaction.
  */
-export async function leaseComplete(client: PoolClient, p: { runnerId: string; items: LeaseRef[] }): Promise<LeaseRow[]> {
+export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef[] }): Promise<LeaseRow[]> {
   if (p.items.length === 0) return [];
   const { rows } = await client.query(
-    `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
-                 WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = $3 RETURNING l.*),
+    `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
+                 WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id RETURNING l.*),
           done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
                    SELECT step_id, attempt, token, runner_id FROM d ON CONFLICT DO NOTHING),
           holds AS (DELETE FROM pool_holds h USING d WHERE h.step_id = d.step_id)
      SELECT * FROM d`,
-    [...refs(p.items), p.runnerId],
+    heldRefs(p.items),
   );
   return rows.map(mapLease);
 }
 
-/** Which of these (step, token) pairs were already completed with that very token (a repeated completion). */
-export async function doneByToken(db: Db, items: LeaseRef[]): Promise<Set<number>> {
+/**
+ * Which of these items were already completed with that very token by that very runner (a
+ * repeated completion): their heldKeys. Another runner presenting the token is not a repeat.
+ */
+export async function doneByToken(db: Db, items: HeldLeaseRef[]): Promise<Set<string>> {
   if (items.length === 0) return new Set();
   const { rows } = await db.query(
-    `SELECT d.step_id FROM scheduler_done d JOIN unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
-       ON d.step_id = m.step_id AND d.token = m.token`,
-    refs(items),
+    `SELECT d.step_id, d.token, d.runner_id FROM scheduler_done d JOIN unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
+       ON d.step_id = m.step_id AND d.token = m.token AND d.runner_id = m.runner_id`,
+    heldRefs(items),
   );
-  return new Set(rows.map((r) => Number(r.step_id)));
+  return heldKeys(rows);
 }
 
 /**

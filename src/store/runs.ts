@@ -42,6 +42,8 @@ export interface StepRow {
   startedAt: Date | null;
   finishedAt: Date | null;
   logSealed: boolean;
+  /** How many steps of the run need this one. */
+  dependents: number;
 }
 
 export const mapRun = (r: any): RunRow => ({
@@ -83,23 +85,24 @@ export const mapStep = (r: any): StepRow => ({
   startedAt: r.started_at,
   finishedAt: r.finished_at,
   logSealed: r.log_sealed,
+  dependents: r.dependents ?? 0,
 });
 
 /** Inserts a run and all its steps (every step pending, attempt 0). */
 export async function runInsert(client: PoolClient, p: { definition: RunDefinition; source: Record<string, unknown>; createdBy: string | null }): Promise<{ run: RunRow; steps: StepRow[] }> {
   const d = p.definition;
   const { rows } = await client.query(
-    `INSERT INTO runs (name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
-    [d.name, d.project, d.target, d.scope, d.maxParallelSteps, d.priority, JSON.stringify(d.env), d.placement ? JSON.stringify(d.placement) : null, JSON.stringify(p.source), p.createdBy],
+    `INSERT INTO runs (name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
+    [d.name, d.project, d.target, d.scope, d.maxParallelSteps, d.priority, JSON.stringify(d.env), d.placement ? JSON.stringify(d.placement) : null, JSON.stringify(p.source), p.createdBy, d.steps.length],
   );
   const run = mapRun(rows[0]);
   const { rows: stepRows } = await client.query(
-    `INSERT INTO steps (run_id, name, command, needs, env, timeout_ms, placement, pools, load, priority)
+    `INSERT INTO steps (run_id, name, command, needs, env, timeout_ms, placement, pools, load, priority, unmet_needs, dependents)
      SELECT $1, s.name, s.command, ARRAY(SELECT jsonb_array_elements_text(s.needs)), s.env, s.timeout_ms, s.placement,
-            ARRAY(SELECT jsonb_array_elements_text(s.pools)), s.load, s.priority
+            ARRAY(SELECT jsonb_array_elements_text(s.pools)), s.load, s.priority, s.unmet_needs, s.dependents
        FROM jsonb_to_recordset($2::jsonb) AS s(ord int, name text, command text, needs jsonb, env jsonb, timeout_ms int,
-              placement jsonb, pools jsonb, load real, priority smallint)
+              placement jsonb, pools jsonb, load real, priority smallint, unmet_needs int, dependents int)
       ORDER BY s.ord
      RETURNING *`,
     [
@@ -116,6 +119,8 @@ export async function runInsert(client: PoolClient, p: { definition: RunDefiniti
           pools: s.pools,
           load: s.load,
           priority: s.priority,
+          unmet_needs: new Set(s.needs).size,
+          dependents: d.steps.filter((o) => o.needs.includes(s.name)).length,
         })),
       ),
     ],
@@ -280,18 +285,83 @@ export async function stepRequeue(client: PoolClient, p: { stepId: number; fromA
 
 /**
  * Pending steps whose needs all succeeded become ready as their next attempt; returns them for
- * enqueue. With `after`, only the dependents of that step are considered (the common case).
+ * enqueue. Used where the run is locked (submit, retry): a completion frees dependents through
+ * stepsReleaseAfter instead.
  */
-export async function stepsRelease(client: PoolClient, p: { runId: number; after?: string | string[] }): Promise<StepRow[]> {
-  const after = p.after === undefined ? null : Array.isArray(p.after) ? p.after : [p.after];
+export async function stepsRelease(client: PoolClient, p: { runId: number }): Promise<StepRow[]> {
   const { rows } = await client.query(
-    `UPDATE steps d SET status = 'ready', attempt = d.attempt + 1, cause = NULL, finished_at = NULL
-      WHERE d.run_id = $1 AND d.status = 'pending' AND ($2::text[] IS NULL OR d.needs && $2::text[])
+    `UPDATE steps d SET status = 'ready', attempt = d.attempt + 1, cause = NULL, finished_at = NULL, unmet_needs = 0
+      WHERE d.run_id = $1 AND d.status = 'pending'
         AND NOT EXISTS (SELECT 1 FROM steps n WHERE n.run_id = $1 AND n.name = ANY(d.needs) AND n.status <> 'succeeded')
      RETURNING d.*`,
-    [p.runId, after],
+    [p.runId],
   );
   return rows.map(mapStep).sort((a, b) => a.id - b.id);
+}
+
+/**
+ * These steps just succeeded: each pending dependent's count of unmet needs goes down by how many
+ * of them it needs, and those reaching zero become ready as their next attempt (returned, for
+ * enqueue). One statement for any number of runs, without the run row: dependents are locked in
+ * id order, so two batches freeing the same step serialise on it and exactly one sees zero.
+ */
+export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ runId: number; name: string }>): Promise<StepRow[]> {
+  if (succeeded.length === 0) return [];
+  const { rows } = await client.query(
+    `WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS f(run_id, name)),
+          m AS (SELECT d.id, count(*)::int AS n FROM steps d JOIN f ON d.run_id = f.run_id AND f.name = ANY(d.needs)
+                 WHERE d.status = 'pending' GROUP BY d.id),
+          l AS (SELECT s.id FROM steps s JOIN m USING (id) ORDER BY s.id FOR NO KEY UPDATE OF s)
+     UPDATE steps d
+        SET unmet_needs = greatest(d.unmet_needs - m.n, 0),
+            status = CASE WHEN d.unmet_needs - m.n <= 0 THEN 'ready' ELSE d.status END,
+            attempt = CASE WHEN d.unmet_needs - m.n <= 0 THEN d.attempt + 1 ELSE d.attempt END,
+            cause = CASE WHEN d.unmet_needs - m.n <= 0 THEN NULL ELSE d.cause END,
+            finished_at = CASE WHEN d.unmet_needs - m.n <= 0 THEN NULL ELSE d.finished_at END
+       FROM m JOIN l USING (id)
+      WHERE d.id = m.id AND d.status = 'pending'
+     RETURNING d.*`,
+    [succeeded.map((s) => s.runId), succeeded.map((s) => s.name)],
+  );
+  return rows.map(mapStep).filter((s) => s.status === 'ready').sort((a, b) => a.id - b.id);
+}
+
+/**
+ * n steps of each run left pending/ready/running: the runs' open counts go down, rows locked in id
+ * order (one global order, so concurrent batches never deadlock on runs). Returns every run with
+ * its count after; a running run at zero is the caller's to finish. The row lock is held from here
+ * to the commit only.
+ */
+export async function runsCloseSteps(client: PoolClient, closed: Map<number, number>): Promise<Array<RunRow & { openSteps: number }>> {
+  if (closed.size === 0) return [];
+  const { rows } = await client.query(
+    `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS m(id, n)),
+          l AS (SELECT r.id FROM runs r JOIN m USING (id) ORDER BY r.id FOR NO KEY UPDATE OF r)
+     UPDATE runs r SET open_steps = r.open_steps - m.n
+       FROM m JOIN l USING (id)
+      WHERE r.id = m.id
+     RETURNING r.*`,
+    [[...closed.keys()], [...closed.values()]],
+  );
+  return rows.map((r) => ({ ...mapRun(r), openSteps: r.open_steps })).sort((a, b) => a.id - b.id);
+}
+
+/**
+ * Locks every step of the run in id order. A retry takes these before the run row: a completion
+ * in flight holds its step until it commits, so the retry counts what that completion freed.
+ */
+export async function stepsLockRun(client: PoolClient, runId: number): Promise<void> {
+  await client.query(`SELECT id FROM steps WHERE run_id = $1 ORDER BY id FOR NO KEY UPDATE`, [runId]);
+}
+
+/** Recounts the run's open steps (under its row lock: cancel, retry, a lost pin). */
+export async function runOpenRecount(client: PoolClient, runId: number): Promise<number> {
+  const { rows } = await client.query(
+    `UPDATE runs SET open_steps = (SELECT count(*) FROM steps WHERE run_id = $1 AND status IN ('pending', 'ready', 'running'))
+      WHERE id = $1 RETURNING open_steps`,
+    [runId],
+  );
+  return rows[0]?.open_steps ?? 0;
 }
 
 /** Every pending step downstream of `stepName`, transitively, becomes skipped with `cause`. */
@@ -357,7 +427,12 @@ export async function runProgress(client: PoolClient, runId: number): Promise<Ru
 
 /** Final status, cause (kept when one was already recorded) and finish time. */
 export async function runFinish(client: PoolClient, p: { runId: number; status: Exclude<RunStatus, 'running'>; cause: string | null }): Promise<void> {
-  await client.query(`UPDATE runs SET status = $2, cause = coalesce(cause, $3), finished_at = now() WHERE id = $1`, [p.runId, p.status, p.cause]);
+  await client.query(
+    `UPDATE runs SET status = $2, cause = coalesce(cause, $3), finished_at = now(),
+            open_steps = (SELECT count(*) FROM steps WHERE run_id = $1 AND status IN ('pending', 'ready', 'running'))
+      WHERE id = $1`,
+    [p.runId, p.status, p.cause],
+  );
 }
 
 /** Records the run's cause while it still runs (the first one wins). */
@@ -367,7 +442,12 @@ export async function runCauseSet(client: PoolClient, p: { runId: number; cause:
 
 /** Back to running for a retry: no finish time, no cause. */
 export async function runReopen(client: PoolClient, runId: number): Promise<void> {
-  await client.query(`UPDATE runs SET status = 'running', cause = NULL, finished_at = NULL WHERE id = $1`, [runId]);
+  await client.query(
+    `UPDATE runs SET status = 'running', cause = NULL, finished_at = NULL,
+            open_steps = (SELECT count(*) FROM steps WHERE run_id = $1 AND status IN ('pending', 'ready', 'running'))
+      WHERE id = $1`,
+    [runId],
+  );
 }
 
 /** The run's pin goes when the run finalises; it is never re-pointed. */
@@ -396,7 +476,8 @@ export async function stepsRetry(client: PoolClient, runId: number): Promise<{ r
     [runId],
   );
   const { rows: reopened } = await client.query(
-    `UPDATE steps SET status = 'pending', runner_id = NULL, exit_code = NULL, cause = NULL, started_at = NULL, finished_at = NULL, log_sealed = false
+    `UPDATE steps SET status = 'pending', runner_id = NULL, exit_code = NULL, cause = NULL, started_at = NULL, finished_at = NULL, log_sealed = false,
+            unmet_needs = (SELECT count(*) FROM steps n WHERE n.run_id = $1 AND n.name = ANY(steps.needs) AND n.status <> 'succeeded')
       WHERE run_id = $1 AND status IN ('skipped', 'cancelled')
      RETURNING *`,
     [runId],

@@ -1,0 +1,146 @@
+import type { StepOutcome } from '../orchestrator/contract.js';
+import { doneByToken, heldKey, leaseAck, leaseComplete, leaseRenew, type HeldLeaseRef } from '../store/leases.js';
+import { withTransaction, type PoolClient } from '../store/pool.js';
+import type { DispatchDeps } from './deps.js';
+
+export interface CompletionRef extends HeldLeaseRef { exitCode: number | null; cause: string | null }
+
+/** One runner call's share of a group: acks, renewals or completions of one runner. */
+type Call =
+  | { kind: 'ack' | 'renew'; items: HeldLeaseRef[]; resolve: (ok: Set<string>) => void; reject: (err: unknown) => void }
+  | { kind: 'complete'; items: CompletionRef[]; resolve: (ok: Set<string>) => void; reject: (err: unknown) => void };
+
+/** What a committed group changed, for the caller's signals. */
+export interface GroupApplied { ok: Map<Call, Set<string>>; completed: Array<{ runnerId: string; count: number }> }
+
+/** Calls that may wait for one group, and groups in flight at once per replica. */
+const MAX_CALLS = 256;
+const MAX_IN_FLIGHT = 2;
+
+/**
+ * Applies a set of acks, renewals and completions from any runners in one transaction, with one
+ * set-based statement per kind: every item is fenced by its own (step, token, runner), as it
+ * would be alone, and the group commits once. Within a group acks go first, then renewals, then
+ * completions (calls that were in flight together may be ordered either way). A completion whose
+ * lease is gone answers ok only when that runner already completed it with that token.
+ */
+export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 'ttlMs' | 'hooks'>, calls: Call[]): Promise<GroupApplied> {
+  const of = (k: Call['kind']) => calls.filter((c) => c.kind === k);
+  const acked = await leaseAck(client, { ttlMs: deps.ttlMs, items: of('ack').flatMap((c) => c.items) });
+  const renewed = await leaseRenew(client, { ttlMs: deps.ttlMs, items: of('renew').flatMap((c) => c.items) });
+  const completions = of('complete').flatMap((c) => c.items as CompletionRef[]);
+  const ended = new Set<string>();
+  const completed = new Map<string, number>();
+  if (completions.length > 0) {
+    const rows = await leaseComplete(client, { items: completions });
+    const byKey = new Map(completions.map((c) => [heldKey(c), c]));
+    const outcomes: StepOutcome[] = rows.map((lease) => {
+      const key = heldKey({ stepId: lease.stepId, token: lease.token, runnerId: lease.runnerId! });
+      ended.add(key);
+      completed.set(lease.runnerId!, (completed.get(lease.runnerId!) ?? 0) + 1);
+      const c = byKey.get(key)!;
+      return {
+        stepId: lease.stepId,
+        runId: lease.runId,
+        attempt: lease.attempt,
+        status: c.exitCode === 0 && !c.cause ? 'succeeded' : 'failed',
+        exitCode: c.exitCode,
+        cause: c.cause ?? (c.exitCode === 0 ? null : `exited with code ${c.exitCode}`),
+        runnerId: lease.runnerId,
+      };
+    });
+    await deps.hooks.stepsFinished(client, outcomes);
+    for (const k of await doneByToken(client, completions.filter((c) => !ended.has(heldKey(c))))) ended.add(k);
+  }
+  const ok = new Map<Call, Set<string>>();
+  for (const c of calls) ok.set(c, c.kind === 'ack' ? acked : c.kind === 'renew' ? renewed : ended);
+  return { ok, completed: [...completed].map(([runnerId, count]) => ({ runnerId, count })) };
+}
+
+/**
+ * Group commit of one replica's lease writes. A call joins the group that forms while the
+ * event loop finishes its turn (or while the groups in flight commit); each group is one
+ * transaction, and every caller is answered after its commit. A group that fails is re-applied
+ * call by call, so one call's failure (a deadlock victim, a store error) is that call's alone.
+ */
+export class LeaseGroupCommit {
+  private waiting: Call[] = [];
+  private inFlight = 0;
+  private scheduled = false;
+
+  constructor(private readonly deps: DispatchDeps) {}
+
+  ack(items: HeldLeaseRef[]): Promise<Set<string>> {
+    return this.add('ack', items);
+  }
+
+  renew(items: HeldLeaseRef[]): Promise<Set<string>> {
+    return this.add('renew', items);
+  }
+
+  complete(items: CompletionRef[]): Promise<Set<string>> {
+    return this.add('complete', items);
+  }
+
+  private add(kind: Call['kind'], items: HeldLeaseRef[]): Promise<Set<string>> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ kind, items, resolve, reject } as Call);
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= MAX_IN_FLIGHT || this.waiting.length === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    const calls = this.waiting.splice(0, MAX_CALLS);
+    if (calls.length === 0) return;
+    this.inFlight++;
+    try {
+      await this.run(calls);
+    } finally {
+      this.inFlight--;
+      this.schedule();
+    }
+  }
+
+  private async run(calls: Call[]): Promise<void> {
+    try {
+      const applied = await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, calls));
+      this.settle(applied);
+    } catch (err) {
+      if (calls.length === 1) {
+        calls[0].reject(err);
+        return;
+      }
+      for (const c of calls) {
+        try {
+          this.settle(await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, [c])));
+        } catch (e) {
+          c.reject(e);
+        }
+      }
+    }
+  }
+
+  private settle(applied: GroupApplied): void {
+    for (const [call, ok] of applied.ok) call.resolve(ok);
+    for (const c of applied.completed) this.deps.events.emit('lease:completed', c);
+    if (applied.completed.length > 0) this.deps.kick();
+  }
+}
+
+const groups = new WeakMap<DispatchDeps, LeaseGroupCommit>();
+
+/** The replica's group commit (one per dispatch deps). */
+export function leaseGroupCommit(deps: DispatchDeps): LeaseGroupCommit {
+  let g = groups.get(deps);
+  if (!g) groups.set(deps, (g = new LeaseGroupCommit(deps)));
+  return g;
+}
