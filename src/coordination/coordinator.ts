@@ -203,7 +203,8 @@ async function guarded<T>(log: Logger, what: string, fn: () => Promise<T>, fallb
   }
 }
 
-async function reclaimDeadPeers(deps: CoordinationDeps): Promise<ReclaimedClaim[]> {
+/** Takes back the un-acked claims of dead peers in bounded batches, each with its requeue hooks, in one transaction per batch. */
+export async function reclaimDeadPeers(deps: Pick<CoordinationDeps, 'pool' | 'replicaId' | 'timing' | 'hooks'>): Promise<ReclaimedClaim[]> {
   const all: ReclaimedClaim[] = [];
   for (let i = 0; i < RECLAIM_MAX_BATCHES; i++) {
     const batch = await withTransaction(deps.pool, async (client) => {

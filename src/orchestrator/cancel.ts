@@ -35,6 +35,11 @@ export async function runCancel(pool: Pool, runId: number, opts: { actor: string
     if (!run || run.status !== 'running') return { id: runId, status: run?.status ?? seen.status, cancelled: false, steps: [], revoked: revoked.length };
     const cause = `cancelled by ${opts.actor}`;
     const steps = await stepsCloseWaiting(client, { runId, status: 'cancelled', cause, includeRunning: true });
+    // A delivery that claimed one of the run's entries before the first revoke commits while this
+    // transaction waits on its rows (the queue entry, then the step row closed just above): its
+    // lease is visible only now. Revoke again, or a cancelled run's step would run to the end.
+    revoked.push(...(await leaseRevokeRun(client, runId)));
+    await queueRemoveRun(client, runId);
     for (const s of steps) if (s.wasRunning) await stepLogSystem(client, { stepId: s.id, attempt: s.attempt, text: `${cause}; the runner was told to stop` });
     await runFinish(client, { runId, status: 'cancelled', cause });
     await runPinRemove(client, runId);

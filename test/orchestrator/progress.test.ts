@@ -7,7 +7,8 @@ import { runSubmit } from '../../src/orchestrator/submit.js';
 import { stepLogAppend, stepLogRead } from '../../src/store/logs.js';
 import { withTransaction } from '../../src/store/pool.js';
 import { queueEnqueue } from '../../src/store/queue.js';
-import { useTestDatabase } from '../support/db.js';
+import { leaseDeliver } from '../../src/store/leases.js';
+import { useTestDatabase, waitFor } from '../support/db.js';
 import { complete, deliver, queued, registerRunner, runState, runStep, stepStates } from '../support/lifecycle.js';
 
 const DIAMOND = `
@@ -183,6 +184,28 @@ steps:
     await runStep(pool, other, 'x');
     expect(await runCancel(pool, other, { actor: 'alice' })).toEqual({ id: other, status: 'succeeded', cancelled: false, steps: [], revoked: 0 });
     await expect(runCancel(pool, 999_999)).rejects.toThrow('no run with id 999999');
+  });
+
+  it('a delivery that commits while cancel waits on its claimed entry is revoked too', async () => {
+    const pool = db.current.pool;
+    const run = await submit('name: cancel-race\nsteps:\n  a: { run: sleep 100 }\n');
+    const { rows } = await pool.query(`SELECT id FROM steps WHERE run_id = $1`, [run]);
+    // A dispatcher's transaction: the entry claimed (locked), not yet delivered.
+    const dispatcher = await pool.connect();
+    try {
+      await dispatcher.query('BEGIN');
+      await dispatcher.query(`SELECT 1 FROM queue_ready WHERE run_id = $1 FOR UPDATE`, [run]);
+      const cancelling = runCancel(pool, run, { actor: 'alice' });
+      await waitFor(async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM queue_ready%' AND pid <> pg_backend_pid()`)).rowCount, { what: 'cancel waiting on the claimed entry' });
+      const [lease] = await leaseDeliver(dispatcher, { holder: 'replica-x', ttlMs: 60_000, ackMs: 20_000, items: [{ stepId: Number(rows[0].id), runnerId: 'rnr_test', requestId: null }] });
+      await orchestratorHooks.stepsStarted(dispatcher, [{ stepId: lease.stepId, attempt: lease.attempt, runnerId: 'rnr_test' }]);
+      await dispatcher.query('COMMIT');
+      expect(await cancelling).toMatchObject({ cancelled: true, steps: ['a'], revoked: 1 });
+    } finally {
+      dispatcher.release();
+    }
+    expect((await pool.query(`SELECT count(*)::int AS n FROM scheduler_job_leases WHERE run_id = $1`, [run])).rows[0].n).toBe(0);
+    expect(await stepStates(pool, run)).toEqual({ a: 'cancelled/1' });
   });
 
   it('retry after a cancel re-enters what was interrupted, so nothing is left stranded', async () => {
