@@ -25,10 +25,12 @@ export default class Runner extends BaseCommand<typeof Runner> {
     'max-parallel-steps': Flags.integer({ description: 'how many steps it runs at once', default: 1, min: 1, max: 64 }),
     name: Flags.string({ description: 'runner name; also names its identity file [default: hostname]' }),
     once: Flags.boolean({ description: 'take one batch of work, run it, exit' }),
+    'pass-env': Flags.string({ description: 'a variable of the runner\'s environment steps may see, or PREFIX_* (repeatable); steps otherwise see only PATH, locale, TZ, TMPDIR, HOME, USER', multiple: true }),
     'registration-token': Flags.string({ description: 'registration token (ocreg_…), needed only for the first start [default: the local server\'s]', env: 'OPSCHAIN_REGISTRATION_TOKEN' }),
     server: Flags.string({ description: 'server URL; repeat or comma-separate for an ordered failover list [default: OPSCHAIN_SERVER, then the local server]', multiple: true }),
     site: Flags.string({ description: 'the site this runner is in, e.g. dc1' }),
-    'work-dir': Flags.string({ description: 'where steps run, one directory each [default: $OPSCHAIN_HOME/work]' }),
+    'step-user': Flags.string({ description: 'run steps as this unprivileged user, who cannot read the runner\'s secrets (the runner must run as root)' }),
+    'work-dir': Flags.string({ description: 'where steps run, one directory each; never inside the home [default: $TMPDIR/opschain-work-UID/NAME]' }),
   };
   static override summary = 'Run the runner agent';
 
@@ -50,6 +52,8 @@ export default class Runner extends BaseCommand<typeof Runner> {
         maxLoad: f['max-load'],
         maxParallelSteps: f['max-parallel-steps'],
         workDir: f['work-dir'],
+        passEnv: f['pass-env'] ?? [],
+        stepUser: f['step-user'],
         graceMs,
         once: f.once,
       },

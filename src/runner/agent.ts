@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { mkdirSync, rmdirSync, rmSync } from 'node:fs';
+import { chownSync, mkdirSync, rmdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../clock.js';
 import { formatDuration } from '../core/duration.js';
@@ -11,6 +11,7 @@ import { CallAbortedError, CredentialInvalidError, ProtocolError, type RunnerCli
 import { Completer } from './completer.js';
 import { execute, type ExecResult, type Execution } from './executor.js';
 import { LogBatcher } from './log-batcher.js';
+import { stepEnvironment, type StepUser } from './step-env.js';
 import { processStartTime, type StepRecords } from './step-records.js';
 import { isLeaseLost, type ItemResult, type LeaseRef, type Offer } from './protocol.js';
 
@@ -29,8 +30,12 @@ export interface AgentOptions {
   once?: boolean;
   /** The long-poll window asked for; the server's own window when unset. */
   pollWaitMs?: number;
-  /** The environment steps inherit (default: this process's). */
+  /** The runner's environment, of which a step sees only the few documented variables (default: this process's). */
   baseEnv?: NodeJS.ProcessEnv;
+  /** More of it for steps, by name or `PREFIX_*` (`--pass-env`); never opschain's own. */
+  passEnv?: string[];
+  /** Steps run as this unprivileged account (`--step-user`); their directories are handed to it. */
+  stepUser?: StepUser;
   logFlushMs?: number;
   logBatchBytes?: number;
   /** Where running steps are recorded for the next incarnation's orphan reaping. */
@@ -69,8 +74,6 @@ interface ActiveStep {
 /** Parked polls per runner at most; each asks for the slots free when it left. */
 const MAX_CONCURRENT_POLLS = 4;
 
-/** The environment a runner must not hand to the steps it runs. */
-const PRIVATE_ENV = ['OPSCHAIN_REGISTRATION_TOKEN'];
 
 /**
  * The runner agent's work loop. Polls for as many offers as it has free slots, acks them at once,
@@ -253,7 +256,7 @@ export class RunnerAgent {
       abandoned: false,
       completing: false,
       batcher: new LogBatcher({
-        send: (chunks) => this.client.logs(offer.step_id, offer.token, chunks, this.hardAbort.signal),
+        send: (chunks, giveUp) => this.client.logs(offer.step_id, offer.token, chunks, AbortSignal.any([this.hardAbort.signal, giveUp])),
         onLost: () => this.leaseLost(step, 'logs'),
         onError: (err) => {
           if (err instanceof CredentialInvalidError) this.fail(err);
@@ -271,17 +274,16 @@ export class RunnerAgent {
       this.clampNoted.add(offer.run_id);
       step.batcher.push('stderr', `[opschain runner: the run allows ${offer.max_parallel_steps} steps at once; this runner runs at most ${this.opts.maxParallelSteps} (--max-parallel-steps)]\n`);
     }
-    const env: NodeJS.ProcessEnv = { ...(this.opts.baseEnv ?? process.env) };
-    for (const k of PRIVATE_ENV) delete env[k];
-    Object.assign(env, offer.env ?? {}, {
-      OPSCHAIN_RUN_ID: String(offer.run_id),
-      OPSCHAIN_STEP: offer.step,
-      OPSCHAIN_ATTEMPT: String(offer.attempt),
-    });
+    const stepUser = this.opts.stepUser;
+    const env = stepEnvironment({ runnerEnv: this.opts.baseEnv ?? process.env, passEnv: this.opts.passEnv ?? [], stepUser, offer, dir });
     let execution: Execution | undefined;
     try {
-      mkdirSync(dir, { recursive: true });
+      // Traversable, not listable, up to the step's own directory, which only its user may enter.
+      mkdirSync(join(dir, '..'), { recursive: true, mode: 0o711 });
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      if (stepUser) chownSync(dir, stepUser.uid, stepUser.gid);
       execution = execute({
+        user: stepUser,
         command: offer.command,
         cwd: dir,
         env,

@@ -56,7 +56,12 @@ interface CallOptions {
   auth: boolean;
   timeoutMs: number;
   signal?: AbortSignal;
+  /** Give up (ProtocolError) after this many 500 answers in a row: the request itself breaks the server. */
+  max500s?: number;
 }
+
+/** A log batch answered 500 this many times is refused for good: the batch is dropped, the step goes on. */
+export const LOG_MAX_500S = 3;
 
 interface CallResult {
   status: number;
@@ -139,7 +144,7 @@ export class RunnerClient {
 
   /** Appends chunks to the step's log; 'lost' when the lease is fenced. */
   async logs(stepId: number, token: string, chunks: LogChunk[], signal?: AbortSignal): Promise<'ok' | 'lost'> {
-    const r = await this.call('logs', { step_id: stepId, token, chunks }, { auth: true, timeoutMs: this.timeoutMs, signal });
+    const r = await this.call('logs', { step_id: stepId, token, chunks }, { auth: true, timeoutMs: this.timeoutMs, signal, max500s: LOG_MAX_500S });
     return r.status === 409 ? 'lost' : 'ok';
   }
 
@@ -157,6 +162,7 @@ export class RunnerClient {
 
   private async call(path: string, body: unknown, opts: CallOptions): Promise<CallResult> {
     let failures = 0;
+    let fiveHundreds = 0;
     const payload = JSON.stringify(body);
     for (;;) {
       if (opts.signal?.aborted) throw new CallAbortedError(path);
@@ -184,6 +190,9 @@ export class RunnerClient {
         }
         if (res.status === 401) throw new CredentialInvalidError(server, String(parsed?.error ?? CREDENTIAL_INVALID));
         if (!TRANSIENT_STATUSES.has(res.status)) throw new ProtocolError(res.status, path, String(parsed?.error ?? res.statusText));
+        if (res.status === 500 && opts.max500s !== undefined && ++fiveHundreds >= opts.max500s) {
+          throw new ProtocolError(500, path, `${String(parsed?.error ?? res.statusText)} (${fiveHundreds} times; not retried further)`);
+        }
         problem = `HTTP ${res.status}: ${String(parsed?.error ?? res.statusText)}`;
       } catch (err) {
         if (err instanceof CredentialInvalidError || err instanceof ProtocolError) throw err;

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import { formatDuration } from '../core/duration.js';
 
@@ -11,6 +13,8 @@ export interface ExecRequest {
   /** Between SIGTERM and SIGKILL of the process group. */
   killGraceMs?: number;
   onOutput: (stream: 'stdout' | 'stderr', text: string) => void;
+  /** Run as this account instead of the runner's (`--step-user`); the runner must be root. */
+  user?: { uid: number; gid: number };
 }
 
 export interface ExecResult {
@@ -41,6 +45,45 @@ function signalGroup(pid: number | undefined, sig: NodeJS.Signals): void {
 }
 
 /**
+ * The variable that marks every process of one step. A process that leaves the step's process
+ * group (`setsid`, a double fork) keeps its environment, so the runner still finds it in /proc
+ * and ends it with the step (the cookie Jenkins' ProcessTreeKiller uses). A process that clears
+ * its own environment escapes this; docs/security.md says so.
+ */
+export const STEP_COOKIE_VAR = 'OPSCHAIN_STEP_COOKIE';
+
+/** Pids whose environment holds `cookie` (Linux /proc; none elsewhere or when unreadable). */
+export function pidsWithCookie(cookie: string): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const needle = Buffer.from(`${STEP_COOKIE_VAR}=${cookie}\0`);
+  const out: number[] = [];
+  for (const e of entries) {
+    if (!/^[0-9]+$/.test(e) || Number(e) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${e}/environ`).includes(needle)) out.push(Number(e));
+    } catch {
+      // Gone, or not ours to read.
+    }
+  }
+  return out;
+}
+
+function signalCookie(cookie: string, sig: NodeJS.Signals): void {
+  for (const pid of pidsWithCookie(cookie)) {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+}
+
+/**
  * Runs a command with `/bin/sh -c` as the leader of its own process group, so a timeout, a
  * cancel or a fenced lease can end everything it started (pipelines, background jobs), not
  * just the shell.
@@ -52,7 +95,14 @@ export function execute(req: ExecRequest): Execution {
   let killTimer: NodeJS.Timeout | undefined;
   let timeoutTimer: NodeJS.Timeout | undefined;
 
-  const child = spawn('/bin/sh', ['-c', req.command], { cwd: req.cwd, env: req.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const cookie = randomBytes(12).toString('hex');
+  const child = spawn('/bin/sh', ['-c', req.command], {
+    cwd: req.cwd,
+    env: { ...req.env, [STEP_COOKIE_VAR]: cookie },
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(req.user ? { uid: req.user.uid, gid: req.user.gid } : {}),
+  });
   const pid = child.pid;
 
   const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
@@ -67,7 +117,11 @@ export function execute(req: ExecRequest): Execution {
     if (killCause !== null) return;
     killCause = cause;
     signalGroup(pid, 'SIGTERM');
-    killTimer = setTimeout(() => signalGroup(pid, 'SIGKILL'), killGraceMs);
+    signalCookie(cookie, 'SIGTERM');
+    killTimer = setTimeout(() => {
+      signalGroup(pid, 'SIGKILL');
+      signalCookie(cookie, 'SIGKILL');
+    }, killGraceMs);
   };
 
   if (req.timeoutMs && req.timeoutMs > 0) {
@@ -88,9 +142,10 @@ export function execute(req: ExecRequest): Execution {
       }
     });
     child.on('exit', () => {
-      // Whatever the shell left behind in its group (background jobs) ends with it; their
-      // output already in the pipes is still read.
+      // Whatever the shell left behind in its group (background jobs), or in a session of its
+      // own, ends with it; their output already in the pipes is still read.
       signalGroup(pid, 'SIGKILL');
+      signalCookie(cookie, 'SIGKILL');
       const cut = setTimeout(() => {
         child.stdout.destroy();
         child.stderr.destroy();

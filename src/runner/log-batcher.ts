@@ -2,8 +2,8 @@ import { systemClock, type Clock } from '../clock.js';
 import type { LogChunk } from './protocol.js';
 
 export interface LogBatcherOptions {
-  /** One logs call; 'lost' when the lease is fenced. */
-  send: (chunks: LogChunk[]) => Promise<'ok' | 'lost'>;
+  /** One logs call; 'lost' when the lease is fenced. The signal aborts it when close() gives up. */
+  send: (chunks: LogChunk[], signal: AbortSignal) => Promise<'ok' | 'lost'>;
   /** The lease is fenced: the step must be killed. Called once. */
   onLost: () => void;
   /** A batch that could not be delivered for another reason (it is dropped). */
@@ -15,11 +15,21 @@ export interface LogBatcherOptions {
   maxBatchBytes?: number;
   /** While the server is unreachable, output beyond this is dropped (and the drop is noted in the log). */
   maxBufferedBytes?: number;
+  /**
+   * How long close() waits for the rest of the output to be delivered before it drops it, so a
+   * log call that cannot succeed never holds the step's completion. Default 30 s.
+   */
+  closeTimeoutMs?: number;
 }
 
 /**
  * Collects a step's output and sends it in order, in batches: every ~250 ms or 32 KB, whichever
  * comes first, one call in flight at a time. Adjacent text of the same stream is merged.
+ *
+ * A batch the server refuses for good (a 4xx other than the verdicts, a repeated 500) is dropped
+ * and the next batch opens with a marker saying how much was lost and why; close() waits at most
+ * closeTimeoutMs, then drops what is left (also marked in the runner's log), so the completion
+ * that follows is never held behind output.
  */
 export class LogBatcher {
   private readonly opts: Required<Omit<LogBatcherOptions, 'onError'>> & Pick<LogBatcherOptions, 'onError'>;
@@ -31,11 +41,17 @@ export class LogBatcher {
   private timer?: AbortController;
   private pumping?: Promise<void>;
   private idle: Array<() => void> = [];
+  private refused = 0;
+  private refusedWhy = '';
+  private marker?: LogChunk;
+  private readonly giveUp = new AbortController();
+  /** Bytes of output dropped because the server refused them or close() gave up; for the step's summary. */
+  droppedBytes = 0;
   /** Calls made, for tests and the step's summary line. */
   calls = 0;
 
   constructor(opts: LogBatcherOptions) {
-    this.opts = { clock: systemClock, flushMs: 250, maxBatchBytes: 32 * 1024, maxBufferedBytes: 8 * 1024 * 1024, ...opts };
+    this.opts = { clock: systemClock, flushMs: 250, maxBatchBytes: 32 * 1024, maxBufferedBytes: 8 * 1024 * 1024, closeTimeoutMs: 30_000, ...opts };
   }
 
   get isLost(): boolean {
@@ -53,22 +69,50 @@ export class LogBatcher {
       this.append('stderr', `[opschain runner: ${this.dropped} bytes of output dropped while the server was unreachable]\n`);
       this.dropped = 0;
     }
+    this.noteRefused();
     this.append(stream, text);
     if (this.bytes >= this.opts.maxBatchBytes) this.flushNow();
     else this.arm();
   }
 
-  /** Sends everything buffered and resolves when it is delivered (or the lease is lost). */
+  /**
+   * Sends everything buffered and resolves when it is delivered, the lease is lost, or
+   * closeTimeoutMs has passed (then the rest is dropped and the call in flight aborted).
+   */
   async close(): Promise<void> {
     this.closing = true;
     if (this.dropped > 0 && !this.lost) {
       this.append('stderr', `[opschain runner: ${this.dropped} bytes of output dropped while the server was unreachable]\n`);
       this.dropped = 0;
     }
+    this.noteRefused();
     this.flushNow();
-    while (this.pumping || (this.buffer.length > 0 && !this.lost)) {
-      await new Promise<void>((r) => this.idle.push(r));
+    const timer = new AbortController();
+    void this.opts.clock.sleep(this.opts.closeTimeoutMs, timer.signal).then(() => {
+      if (timer.signal.aborted) return;
+      this.droppedBytes += this.bytes;
+      this.buffer = [];
+      this.bytes = 0;
+      this.giveUp.abort();
+      for (const r of this.idle.splice(0)) r();
+    });
+    try {
+      while (!this.giveUp.signal.aborted && (this.pumping || (this.buffer.length > 0 && !this.lost))) {
+        await new Promise<void>((r) => this.idle.push(r));
+      }
+    } finally {
+      timer.abort();
     }
+  }
+
+  /** Opens the next batch with a line saying what the server refused, once per refusal. */
+  private noteRefused(): void {
+    if (this.refused === 0 || this.lost) return;
+    const chunk: LogChunk = { stream: 'stderr', text: `[opschain runner: ${this.refused} bytes of output were refused by the server and dropped (${this.refusedWhy})]\n` };
+    this.refused = 0;
+    this.marker = chunk;
+    this.buffer.unshift(chunk);
+    this.bytes += Buffer.byteLength(chunk.text);
   }
 
   private append(stream: LogChunk['stream'], text: string): void {
@@ -112,14 +156,23 @@ export class LogBatcher {
     const batch = this.take(this.opts.maxBatchBytes);
     this.calls++;
     try {
-      if ((await this.opts.send(batch)) === 'lost') {
+      if ((await this.opts.send(batch, this.giveUp.signal)) === 'lost') {
         this.lost = true;
         this.buffer = [];
         this.bytes = 0;
         this.opts.onLost();
       }
     } catch (err) {
+      const size = batch.reduce((n, c) => n + Buffer.byteLength(c.text), 0);
+      this.droppedBytes += size;
+      if (this.giveUp.signal.aborted) return;
       this.opts.onError?.(err);
+      // A refused marker is not marked again: that could go on for ever.
+      if (batch[0] !== this.marker) {
+        this.refused += size;
+        this.refusedWhy = (err as Error).message.replace(/\s+/g, ' ').slice(0, 200);
+        if (this.closing) this.noteRefused();
+      }
     }
   }
 

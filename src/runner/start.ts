@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
-import { availableParallelism, hostname } from 'node:os';
-import { dirname, join } from 'node:path';
+import { availableParallelism, hostname, tmpdir, userInfo } from 'node:os';
+import { dirname, join, resolve, sep } from 'node:path';
 import { readLocalSecret, readServerRecord } from '../home.js';
 import type { Logger } from '../logger.js';
 import { RunnerAgent } from './agent.js';
@@ -8,6 +8,7 @@ import { RunnerClient } from './client.js';
 import { ensureIdentity, identityPath, type RunnerIdentity } from './identity.js';
 import { runnerLockAcquire } from './lock.js';
 import { PROTOCOL_VERSION } from './protocol.js';
+import { parsePassEnv, resolveStepUser, type StepUser } from './step-env.js';
 import { StepRecords } from './step-records.js';
 
 export interface RunnerSettings {
@@ -27,6 +28,10 @@ export interface RunnerSettings {
   killGraceMs?: number;
   once: boolean;
   env?: NodeJS.ProcessEnv;
+  /** `--pass-env`: more of the runner's environment for steps, by name or `PREFIX_*`. */
+  passEnv?: string[];
+  /** `--step-user`: the unprivileged account steps run as. */
+  stepUser?: string;
 }
 
 export class RunnerSetupError extends Error {
@@ -54,6 +59,19 @@ export function parseServerList(values: string[]): string[] {
     }
   }
   return out;
+}
+
+/**
+ * Where steps run: never inside the home, which holds the admin token, the store URL and the
+ * runner's credential. Default: a directory of this runner's under the system's temp directory.
+ */
+export function resolveWorkDir(given: string | undefined, home: string, name: string): string {
+  const dir = resolve(given ?? join(tmpdir(), `opschain-work-${userInfo().uid}`, name.replace(/[^A-Za-z0-9._-]/g, '_')));
+  const h = resolve(home);
+  if (dir === h || dir.startsWith(h + sep)) {
+    throw new RunnerSetupError(`--work-dir ${dir}: overlaps the opschain home ${h}, which holds secrets; steps must run outside it`);
+  }
+  return dir;
 }
 
 /** Which servers to talk to: the flags, else OPSCHAIN_SERVER, else the server this machine runs. */
@@ -89,7 +107,16 @@ export async function prepareRunner(settings: RunnerSettings, log: Logger, signa
   const env = settings.env ?? process.env;
   const servers = resolveServers(settings);
   const name = settings.name || hostname();
-  const workDir = settings.workDir ?? join(settings.home, 'work');
+  const workDir = resolveWorkDir(settings.workDir, settings.home, name);
+  let passEnv: string[];
+  let stepUser: StepUser | undefined;
+  try {
+    passEnv = parsePassEnv(settings.passEnv ?? []);
+    stepUser = settings.stepUser ? resolveStepUser(settings.stepUser) : undefined;
+  } catch (err) {
+    throw new RunnerSetupError((err as Error).message);
+  }
+  mkdirSync(workDir, { recursive: true, mode: 0o711 });
   const identityFile = identityPath(settings.home, name);
   mkdirSync(dirname(identityFile), { recursive: true, mode: 0o700 });
   const unlock = runnerLockAcquire(identityFile.replace(/\.json$/, '.lock'));
@@ -125,6 +152,8 @@ export async function prepareRunner(settings: RunnerSettings, log: Logger, signa
       once: settings.once,
       pollWaitMs: identity.pollWindowMs,
       baseEnv: env,
+      passEnv,
+      stepUser,
       records,
     });
     return { agent, client, identity, identityFile, registered, servers, name, workDir, unlock };

@@ -44,7 +44,7 @@ describe('three replica processes, one queue', () => {
     // Each runner prefers a different replica and fails over along the rest of the list.
     const ordered = [...urls.slice(i % urls.length), ...urls.slice(0, i % urls.length)];
     const proc = new CliProcess(
-      ['runner', '--server', ordered.join(','), '--registration-token', registration, '--name', `runner-${i}`, '--max-parallel-steps', '8', '--log-level', 'warn', '--work-dir', join(home, 'work')],
+      ['runner', '--server', ordered.join(','), '--registration-token', registration, '--name', `runner-${i}`, '--max-parallel-steps', '8', '--log-level', 'warn', '--work-dir', join(dir, `work-${i}`)],
       { OPSCHAIN_HOME: home },
     );
     runners.push(proc);

@@ -19,12 +19,25 @@ describe('runner agent', () => {
   let agent: RunnerAgent | undefined;
   let running: Promise<void> | undefined;
 
+  const RUNNER_ENV = {
+    PATH: process.env.PATH,
+    LANG: 'C.UTF-8',
+    OPSCHAIN_REGISTRATION_TOKEN: 'ocreg_secret',
+    OPSCHAIN_HOME: '/secret/home',
+    OPSCHAIN_DATABASE_URL: 'postgres://u:pw@h/db',
+    DATABASE_URL: 'postgres://u:pw@h/db',
+    PGPASSWORD: 'pw',
+    SOME_CLOUD_SECRET: 'shh',
+    AWS_REGION: 'eu-west-1',
+    FROM_RUNNER: 'r',
+  };
+
   async function startAgent(opts: { maxParallelSteps?: number; graceMs?: number; once?: boolean } = {}) {
     api = new FakeRunnerApi();
     await api.start();
     const client = new RunnerClient({ servers: [api.url], credential: 'ocrnr_fake', log, backoff: { baseMs: 1, maxMs: 5 } });
     const workDir = mkdtempSync(join(root, 'work-'));
-    agent = new RunnerAgent({ client, log, workDir, maxParallelSteps: opts.maxParallelSteps ?? 1, graceMs: opts.graceMs ?? 30_000, killGraceMs: 200, once: opts.once, pollWaitMs: 500, baseEnv: { PATH: process.env.PATH, OPSCHAIN_REGISTRATION_TOKEN: 'ocreg_secret', FROM_RUNNER: 'r' } });
+    agent = new RunnerAgent({ client, log, workDir, maxParallelSteps: opts.maxParallelSteps ?? 1, graceMs: opts.graceMs ?? 30_000, killGraceMs: 200, once: opts.once, pollWaitMs: 500, baseEnv: RUNNER_ENV, passEnv: ['FROM_RUNNER', 'AWS_*', 'OPSCHAIN_*'] });
     const finished: StepEvent[] = [];
     agent.events.on('step:finished', (e: StepEvent) => finished.push(e));
     running = agent.run();
@@ -55,6 +68,14 @@ describe('runner agent', () => {
     await waitFor(() => finished.length === 1);
     expect(finished[0].outcome).toBe('completed');
     expect(existsSync(join(workDir, 'run-9'))).toBe(false);
+  });
+
+  it('hands a step only the documented environment and what --pass-env allows, never opschain\'s own', async () => {
+    await startAgent();
+    api.offer({ step_id: 6, run_id: 3, step: 'env', command: 'env | cut -d= -f1 | sort', env: { REGION: 'eu' } });
+    await waitFor(() => api.completions.length === 1, { what: 'completion' });
+    const names = api.logText(6).split('\n').filter((n) => n && !['PWD', 'OLDPWD', 'SHLVL', '_'].includes(n));
+    expect(names).toEqual(['AWS_REGION', 'FROM_RUNNER', 'LANG', 'OPSCHAIN_ATTEMPT', 'OPSCHAIN_RUN_ID', 'OPSCHAIN_STEP', 'OPSCHAIN_STEP_COOKIE', 'OPSCHAIN_WORK_DIR', 'PATH', 'REGION', 'SHELL']);
   });
 
   it('asks for as many offers as it has free slots and runs them side by side', async () => {

@@ -41,6 +41,16 @@ describe('runner protocol client', () => {
     expect(calls[0].auth).toBe('Bearer ocrnr_x');
   });
 
+  it('a log batch answered 500 again and again is refused for good, not retried for ever', async () => {
+    const a = await api();
+    a.failNext('logs', { status: 500, error: 'internal error' }, { status: 500, error: 'internal error' }, { status: 500, error: 'internal error' }, { status: 500, error: 'internal error' });
+    const client = new RunnerClient({ servers: [a.url], credential: 'c', log, backoff: fast });
+    const err = await client.logs(1, 't1', [{ stream: 'stdout', text: 'x' }]).catch((e) => e);
+    expect(err).toBeInstanceOf(ProtocolError);
+    expect(err.message).toMatch(/logs: HTTP 500: internal error \(3 times; not retried further\)/);
+    expect(a.callsTo('logs')).toHaveLength(3);
+  });
+
   it('503 and dropped connections are retried until the server answers', async () => {
     const a = await api();
     a.failNext('renew', { status: 503, error: "store unavailable: connection refused (this server's readiness check 'store' is failing; retry)" }, 'drop-before', { status: 503, error: 'store unavailable: x' });

@@ -37,7 +37,7 @@ export class Fleet {
   runner(name: string, args: string[] = [], servers = [this.servers[0].url]): CliProcess {
     const home = join(this.dir, `home-${name}`);
     const proc = new CliProcess(
-      ['runner', '--server', servers.join(','), '--registration-token', this.registrationToken, '--name', name, '--work-dir', join(home, 'work'), '--log-level', 'info', ...args],
+      ['runner', '--server', servers.join(','), '--registration-token', this.registrationToken, '--name', name, '--work-dir', join(this.dir, `work-${name}`), '--log-level', 'info', ...args],
       { OPSCHAIN_HOME: home, OPSCHAIN_SERVER: '', OPSCHAIN_REGISTRATION_TOKEN: '', OPSCHAIN_LOG_LEVEL: '' },
     );
     this.runners.push(proc);

@@ -67,4 +67,57 @@ describe('executor', () => {
     const result = await r.exec.done;
     expect(result).toMatchObject({ exitCode: null, signal: 'SIGKILL', cause: 'killed by SIGKILL' });
   });
+
+  it('a process that left the step\'s group with setsid is ended with the step too', async () => {
+    const pidFile = join(dir, 'setsid.pid');
+    const r = run(`setsid sh -c 'echo $$ > ${pidFile}; exec sleep 300' >/dev/null 2>&1 < /dev/null & while [ ! -s ${pidFile} ]; do sleep 0.02; done; exit 0`);
+    const result = await r.exec.done;
+    expect(result.exitCode).toBe(0);
+    const pid = Number(readFileSync(pidFile, 'utf8').trim());
+    try {
+      await waitFor(() => !alive(pid), { timeoutMs: 10_000, what: 'the setsid process to end' });
+    } finally {
+      if (alive(pid)) process.kill(pid, 'SIGKILL');
+    }
+  });
+
+  it('kill() reaches a setsid escapee during the step as well', async () => {
+    const pidFile = join(dir, 'setsid2.pid');
+    const r = run(`setsid sh -c 'echo $$ > ${pidFile}; trap "" TERM; exec sleep 300' >/dev/null 2>&1 < /dev/null & sleep 300`, { killGraceMs: 200 });
+    const pid = await waitFor(() => {
+      try {
+        return Number(readFileSync(pidFile, 'utf8').trim());
+      } catch {
+        return 0;
+      }
+    });
+    r.exec.kill('cancelled');
+    await r.exec.done;
+    try {
+      await waitFor(() => !alive(pid), { timeoutMs: 10_000, what: 'the setsid process to end' });
+    } finally {
+      if (alive(pid)) process.kill(pid, 'SIGKILL');
+    }
+  });
+
+  const root = process.getuid?.() === 0;
+  it.skipIf(!root)('as --step-user, a step runs as that user and cannot read a 0600 secret of the runner\'s', async () => {
+    const { chmodSync, chownSync, mkdirSync, writeFileSync } = await import('node:fs');
+    const { resolveStepUser } = await import('../../src/runner/step-env.js');
+    const user = resolveStepUser('nobody');
+    const secret = join(dir, 'admin.token');
+    writeFileSync(secret, 'ocadm_secret\n', { mode: 0o600 });
+    chmodSync(dir, 0o711);
+    const work = join(dir, 'nobody-work');
+    mkdirSync(work, { mode: 0o700 });
+    chownSync(work, user.uid, user.gid);
+    const out: string[] = [];
+    const exec = execute({ command: `id -u; pwd; cat ${secret} || echo refused`, cwd: work, env: { PATH: process.env.PATH }, user, onOutput: (_s, t) => out.push(t) });
+    const result = await exec.done;
+    expect(result.cause).toBeNull();
+    const text = out.join('');
+    expect(text).toContain(`${user.uid}\n${work}\n`);
+    expect(text).toContain('refused');
+    expect(text).not.toContain('ocadm_secret');
+  });
 });

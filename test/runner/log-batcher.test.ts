@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ProtocolError } from '../../src/runner/client.js';
 import { LogBatcher } from '../../src/runner/log-batcher.js';
 import type { LogChunk } from '../../src/runner/protocol.js';
 import { ManualClock } from './manual-clock.js';
@@ -80,5 +81,60 @@ describe('log batcher', () => {
     expect(text.startsWith('0123456789abcdefghijklmnopqrst')).toBe(true);
     expect(text).toMatch(/10 bytes of output dropped/);
     expect(text).not.toMatch(/dropped!!!/);
+  });
+
+  it('a batch the server refuses for good is dropped, and the next batch says so', async () => {
+    let n = 0;
+    const errors: unknown[] = [];
+    const r = recorder(async () => {
+      if (n++ === 0) throw new ProtocolError(413, 'logs', 'Request body is too large');
+      return 'ok';
+    });
+    const b = new LogBatcher({ send: r.send, onLost: () => {}, onError: (e) => errors.push(e), clock: new ManualClock(), maxBatchBytes: 10 });
+    b.push('stdout', '0123456789');
+    b.push('stdout', 'after');
+    await b.close();
+    const text = r.calls.slice(1).flat().map((c) => c.text).join('');
+    expect(text).toMatch(/^\[opschain runner: 10 bytes of output were refused by the server and dropped \(logs: HTTP 413: Request body is too large\)\]\n/);
+    expect(text.endsWith('after')).toBe(true);
+    expect(errors).toHaveLength(1);
+    expect(b.droppedBytes).toBe(10);
+  });
+
+  it('a refusal of the last batch is still marked, and a refused marker is not marked again', async () => {
+    const r = recorder(async () => {
+      throw new ProtocolError(400, 'logs', 'bad');
+    });
+    const b = new LogBatcher({ send: r.send, onLost: () => {}, clock: new ManualClock() });
+    b.push('stdout', 'last words');
+    await b.close();
+    expect(r.calls).toHaveLength(2);
+    expect(r.calls[1][0].text).toMatch(/10 bytes of output were refused/);
+  });
+
+  it('close() gives up on a log call that never ends, so the completion is not held', async () => {
+    const clock = new ManualClock();
+    let aborted = false;
+    const b = new LogBatcher({
+      send: (_chunks, signal) =>
+        new Promise((_resolve, reject) => {
+          signal.addEventListener('abort', () => {
+            aborted = true;
+            reject(new Error('aborted'));
+          }, { once: true });
+        }),
+      onLost: () => {},
+      clock,
+      closeTimeoutMs: 30_000,
+    });
+    b.push('stdout', 'stuck');
+    let closed = false;
+    const closing = b.close().then(() => (closed = true));
+    await clock.advance(29_999);
+    expect(closed).toBe(false);
+    await clock.advance(1);
+    await closing;
+    expect(aborted).toBe(true);
+    expect(b.droppedBytes).toBe(5);
   });
 });

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeServerRecord } from '../../src/home.js';
 import { backoffDelay, renewIntervalMs } from '../../src/core/retry-backoff.js';
-import { parseServerList, resolveServers, RunnerSetupError } from '../../src/runner/start.js';
+import { parsePassEnv, resolveStepUser } from '../../src/runner/step-env.js';
+import { parseServerList, resolveServers, resolveWorkDir, RunnerSetupError } from '../../src/runner/start.js';
 
 describe('runner settings', () => {
   const home = mkdtempSync(join(tmpdir(), 'opschain-start-'));
@@ -38,5 +39,17 @@ describe('runner settings', () => {
     expect(renewIntervalMs({ renew_interval_ms: 60_000, lease_ttl_ms: 3_000 })).toBe(1_000);
     expect(renewIntervalMs({ renew_interval_ms: 90_000, lease_ttl_ms: 600_000 })).toBe(60_000);
     expect(renewIntervalMs({ renew_interval_ms: 5_000, lease_ttl_ms: 180_000 })).toBe(5_000);
+  });
+
+  it('keeps step work directories out of the home, and opschain\'s own variables out of --pass-env', () => {
+    expect(() => resolveWorkDir('/h/.opschain/work', '/h/.opschain', 'r1')).toThrow(/overlaps the opschain home \/h\/.opschain, which holds secrets/);
+    expect(() => resolveWorkDir('/h/.opschain', '/h/.opschain', 'r1')).toThrow(/overlaps/);
+    expect(resolveWorkDir('/srv/work', '/h/.opschain', 'r1')).toBe('/srv/work');
+    expect(resolveWorkDir(undefined, '/h/.opschain', 'r/1')).toMatch(/opschain-work-\d+\/r_1$/);
+    expect(parsePassEnv(['AWS_*,GIT_SSH', 'GIT_SSH'])).toEqual(['AWS_*', 'GIT_SSH']);
+    for (const bad of ['OPSCHAIN_TOKEN', 'DATABASE_URL', 'PGPASSWORD']) expect(() => parsePassEnv([bad])).toThrow(/never handed to steps/);
+    expect(() => parsePassEnv(['A B'])).toThrow(/expected a variable name/);
+    expect(() => resolveStepUser('no-such-user-here')).toThrow(/no such user/);
+    expect(() => resolveStepUser('root')).toThrow(/is root/);
   });
 });
