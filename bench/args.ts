@@ -1,6 +1,6 @@
 /** Command-line flags of `npm run bench`. */
 
-export const SCENARIOS = ['throughput', 'latency', 'depth', 'replicas', 'memory', 'store-cost'] as const;
+export const SCENARIOS = ['throughput', 'latency', 'depth', 'replicas', 'memory', 'store-cost', 'console'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchArgs {
@@ -104,6 +104,8 @@ export interface Sizes {
   memoryRunners: number;
   /** How long the memory scenario samples RSS once every runner is parked. */
   memorySampleMs: number;
+  /** Ready depths at which the console scenario times one admin queue refresh. */
+  consoleDepths: number[];
   /** graphile-worker settings of the baseline. */
   baselineConcurrency: number;
   baselineLocalQueue: number;
@@ -113,6 +115,6 @@ export interface Sizes {
 export function sizesFor(quick: boolean): Sizes {
   const common = { stepsPerRun: 10, latencySpacingMs: 20, baselineConcurrency: 24, baselineLocalQueue: 500, baselineCompleteBatchDelayMs: 0, replicas: 3 };
   return quick
-    ? { ...common, throughputSteps: 1_000, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000 }
-    : { ...common, throughputSteps: 20_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000 };
+    ? { ...common, throughputSteps: 1_000, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, consoleDepths: [1_000, 10_000] }
+    : { ...common, throughputSteps: 20_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
 }

@@ -10,6 +10,7 @@ import { createPool, type Pool } from '../src/store/pool.js';
 import { tokenCreate } from '../src/store/tokens.js';
 import type { BenchArgs, ScenarioName, Sizes } from './args.js';
 import type { Baseline } from './baseline.js';
+import { consoleFigures } from './console.js';
 import { prequeue, readyCount } from './prequeue.js';
 import { checkpoint, costDelta, costSnapshot, costSum, topStatements, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
 import { onCleanup, ServerProcess } from './procs.js';
@@ -227,6 +228,8 @@ export class OpschainBench {
         return this.memoryFigures();
       case 'store-cost':
         return this.storeCostFigures();
+      case 'console':
+        return consoleFigures(this.env);
     }
   }
 

@@ -1,4 +1,5 @@
 import { adminFleetApi } from './api/admin-fleet.js';
+import { adminQueueApi } from './api/admin-queue.js';
 import { adminReplicaApi } from './api/admin-replicas.js';
 import { coordinationFeature } from './coordination/coordinator.js';
 import { expireOnce } from './dispatch/lifecycle.js';
@@ -16,6 +17,7 @@ export function serverFeatures(): Feature[] {
     coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep] }),
     adminReplicaApi(),
     adminFleetApi(),
+    adminQueueApi(),
     dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
   ];
 }

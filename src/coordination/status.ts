@@ -3,8 +3,9 @@ import { coordinationLeaseList, fleetPostureRead, LEADER_LEASE, shardOfLeaseName
 import type { Pool, PoolClient } from '../store/pool.js';
 import { replicaList } from '../store/replicas.js';
 import { DEFAULT_TIMING } from './coordinator.js';
+import { replicaState, type ReplicaState } from '../core/replica-state.js';
 
-export type ReplicaState = 'live' | 'dead' | 'quiesced' | 'stopped';
+export { replicaState, type ReplicaState };
 
 export interface ReplicaStatus {
   id: string;
@@ -29,14 +30,6 @@ export interface AdminStatus {
   shards: { total: number; owned: number; unowned: number[] };
   postures: { quiesced: boolean; halted: boolean; reason: string | null; actor: string | null; since: string };
   stalenessMs: number;
-}
-
-/** State precedence: a clean stop is final; a silent replica is dead even if it was quiesced. */
-export function replicaState(r: { stoppedAt: Date | null; quiesced: boolean; heartbeatAgeMs: number }, stalenessMs: number): ReplicaState {
-  if (r.stoppedAt) return 'stopped';
-  if (r.heartbeatAgeMs > stalenessMs) return 'dead';
-  if (r.quiesced) return 'quiesced';
-  return 'live';
 }
 
 /** Every replica with its state and shards, the leader, the fleet postures (a handful of reads, no locks). */
