@@ -6,6 +6,7 @@ import { storeNow } from '../store/coordination.js';
 import { buildAdminQueue } from '../views/admin-queue.js';
 import { buildRunners } from '../views/runners.js';
 import { adminAuth } from './admin-auth.js';
+import { digits, object } from './schema.js';
 
 /**
  * `GET /api/admin/queue` (the aggregate view, the shape of `opschain admin queue --json`) and
@@ -16,14 +17,14 @@ export function adminQueueApi(): Feature {
     const auth = adminAuth(ctx.pool);
     ctx.app.get<{ Querystring: { limit?: string } }>(
       '/api/admin/queue',
-      { preHandler: auth, schema: { querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'string', pattern: '^[1-9][0-9]{0,4}$' } } } } },
+      { onRequest: auth, schema: { querystring: object({ limit: digits({ maxDigits: 5 }) }) } },
       async (req) =>
         buildAdminQueue(await adminQueueRead(ctx.pool, { limit: req.query.limit ? Number(req.query.limit) : undefined }), {
           acceptExceeding: ctx.config.acceptExceeding,
           stalenessMs: DEFAULT_TIMING.stalenessMs,
         }),
     );
-    ctx.app.get('/api/fleet/runners', { preHandler: auth }, async () => {
+    ctx.app.get('/api/fleet/runners', { onRequest: auth }, async () => {
       const [runners, now] = await Promise.all([fleetRead(ctx.pool), storeNow(ctx.pool)]);
       return buildRunners(runners, now);
     });
