@@ -1,9 +1,11 @@
 import { adminFleetApi } from './api/admin-fleet.js';
 import { adminQueueApi } from './api/admin-queue.js';
 import { adminReplicaApi } from './api/admin-replicas.js';
+import { metricsApi } from './api/metrics.js';
 import { coordinationFeature } from './coordination/coordinator.js';
 import { expireOnce } from './dispatch/lifecycle.js';
 import { dispatchFeature } from './dispatch/feature.js';
+import { postureExpiryPass } from './dispatch/postures.js';
 import { orchestratorHooks } from './orchestrator/progress.js';
 import type { Feature, ServerContext } from './server.js';
 
@@ -12,9 +14,11 @@ const expirySweep = async (ctx: ServerContext) => (ctx.dispatch ? expireOnce(ctx
 
 /** The features every production replica runs, in start order. */
 export function serverFeatures(): Feature[] {
-  // Coordination first: the loops after it read the ownership it installs on the context.
+  // Metrics first: its response hook then sees every route the others register. Coordination
+  // before the loops that read the ownership it installs on the context.
   return [
-    coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep] }),
+    metricsApi(),
+    coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep, postureExpiryPass] }),
     adminReplicaApi(),
     adminFleetApi(),
     adminQueueApi(),

@@ -20,7 +20,7 @@ export default class FleetQueue extends BaseCommand<typeof FleetQueue> {
     const view = buildFleetQueue(snapshot, { acceptExceeding: this.flags['accept-exceeding'] });
     if (!this.jsonEnabled()) {
       const p = view.posture;
-      if (p.halted || p.quiesced) this.log(`${p.halted ? 'PLATFORM HALTED' : 'FLEET QUIESCED'}${p.reason ? `: ${p.reason}` : ''}`);
+      if (p.halted || p.systemQuiesced || p.quiesced) this.log(`${p.halted ? 'PLATFORM HALTED' : p.systemQuiesced ? 'SYSTEM QUIESCED' : 'FLEET QUIESCED'}${p.reason ? `: ${p.reason}` : ''}`);
       if (view.entries.length === 0) this.log('queue empty');
       else {
         const table = new Table({ head: FLEET_QUEUE_HEAD });

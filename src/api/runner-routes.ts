@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { hashSecret, newSecret, secretKind } from '../core/tokens.js';
 import { acquire } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
+import { emitDispatch } from '../dispatch/events.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
 import { stepLogAppend } from '../store/logs.js';
 import { auditRecord } from '../store/audit.js';
@@ -149,6 +150,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
         req.raw.socket.once('close', onClose);
         polls.add(ctl);
         try {
+          const holdEmpty = opts.holdPolls();
           const offers = await acquire(deps, {
             runner,
             requestId: req.body.request_id,
@@ -156,8 +158,9 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
             waitMs: Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs),
             onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
             signal: ctl.signal,
-            holdEmpty: opts.holdPolls(),
+            holdEmpty,
           });
+          emitDispatch(deps.events, 'acquire:answered', { outcome: offers.length > 0 ? 'offer' : runner.drained || holdEmpty ? 'held' : 'empty', offers: offers.length });
           // Answered by a shutdown: close the connection with the answer, or the server's close
           // would wait out the keep-alive timeout of a socket that went idle after it began.
           if (closing) reply.header('connection', 'close');
@@ -238,7 +241,10 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
       },
       async (req, reply) => {
         const lease = await checkLease(deps, req.runner!.id, { stepId: Number(req.body.step_id), token: String(req.body.token) });
-        if (!lease) return reply.code(409).send({ error: FENCED });
+        if (!lease) {
+          emitDispatch(deps.events, 'lease:fenced', { call: 'logs', count: 1 });
+          return reply.code(409).send({ error: FENCED });
+        }
         if (req.body.chunks.length > 0) await stepLogAppend(deps.pool, { stepId: lease.stepId, attempt: lease.attempt, chunks: req.body.chunks });
         return { ok: true };
       },

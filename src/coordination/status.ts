@@ -1,5 +1,6 @@
 import { SHARD_COUNT } from '../core/entry.js';
-import { coordinationLeaseList, fleetPostureRead, LEADER_LEASE, shardOfLeaseName, storeNow, type FleetPosture } from '../store/coordination.js';
+import { postureStatus, type PostureJson } from '../dispatch/postures.js';
+import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName, storeNow } from '../store/coordination.js';
 import type { Pool, PoolClient } from '../store/pool.js';
 import { replicaList } from '../store/replicas.js';
 import { DEFAULT_TIMING } from './coordinator.js';
@@ -28,14 +29,14 @@ export interface AdminStatus {
   replicas: ReplicaStatus[];
   leader: { replicaId: string; token: number; since: string; expiresAt: string } | null;
   shards: { total: number; owned: number; unowned: number[] };
-  postures: { quiesced: boolean; halted: boolean; reason: string | null; actor: string | null; since: string };
+  postures: PostureJson;
   stalenessMs: number;
 }
 
 /** Every replica with its state and shards, the leader, the fleet postures (a handful of reads, no locks). */
 export async function adminStatusRead(db: Pool | PoolClient, p: { stalenessMs?: number } = {}): Promise<AdminStatus> {
   const stalenessMs = p.stalenessMs ?? DEFAULT_TIMING.stalenessMs;
-  const [at, replicas, leases, posture] = await Promise.all([storeNow(db), replicaList(db), coordinationLeaseList(db), fleetPostureRead(db)]);
+  const [at, replicas, leases, posture] = await Promise.all([storeNow(db), replicaList(db), coordinationLeaseList(db), postureStatus(db)]);
   const shardsBy = new Map<string, number[]>();
   const ownedShards = new Set<number>();
   for (const l of leases) {
@@ -64,11 +65,7 @@ export async function adminStatusRead(db: Pool | PoolClient, p: { stalenessMs?: 
       ? { replicaId: leaderLease.holder, token: leaderLease.token, since: leaderLease.acquiredAt.toISOString(), expiresAt: leaderLease.expiresAt.toISOString() }
       : null,
     shards: { total: SHARD_COUNT, owned: ownedShards.size, unowned: Array.from({ length: SHARD_COUNT }, (_, i) => i).filter((s) => !ownedShards.has(s)) },
-    postures: postureJson(posture),
+    postures: posture,
     stalenessMs,
   };
-}
-
-function postureJson(p: FleetPosture): AdminStatus['postures'] {
-  return { quiesced: p.quiesced, halted: p.halted, reason: p.reason, actor: p.actor, since: p.since.toISOString() };
 }

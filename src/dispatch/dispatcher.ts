@@ -4,9 +4,11 @@ import { leaseDeliver, leasesOutstandingByRun, offerDetails, pinsCreate, pinsFor
 import { fleetRead, runnerScopedRuns } from '../store/fleet.js';
 import { withTransaction } from '../store/pool.js';
 import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
-import { postureRead } from '../store/posture.js';
+import { postureRead, type PostureField } from '../store/posture.js';
 import { queueClaim } from '../store/queue.js';
 import type { DispatchDeps } from './deps.js';
+import { emitDispatch } from './events.js';
+import { offersHeldBy } from './postures.js';
 import { handBack } from './lifecycle.js';
 import { ackDeadlineMs, toOffer, type Offer } from './offers.js';
 import type { ParkedAcquire } from './waiters.js';
@@ -17,7 +19,7 @@ const MAX_PAGES = 4;
 export const POLL_BUSY_MS = 250;
 export const POLL_IDLE_MS = 2_000;
 
-export interface TickResult { waiters: number; claimed: number; delivered: number; returned: number; held: 'halted' | 'quiesced' | null }
+export interface TickResult { waiters: number; claimed: number; delivered: number; returned: number; held: PostureField | null }
 
 /**
  * One dispatch tick: claim due entries of the owned shards, plan them over the acquires parked
@@ -37,8 +39,9 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
   const result: TickResult = { waiters: parked.length, claimed: 0, delivered: 0, returned: 0, held: null };
   if (parked.length === 0) return result;
   const posture = await postureRead(deps.pool);
-  if (posture.halted || posture.quiesced) {
-    result.held = posture.halted ? 'halted' : 'quiesced';
+  const held = offersHeldBy(posture);
+  if (held) {
+    result.held = held;
     return result;
   }
   const parkedRunners = await fleetRead(deps.pool, { runnerIds: [...new Set(parked.map((a) => a.runner.id))] });
@@ -158,9 +161,13 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
 
   result.delivered = delivered.leases.length;
   // Fair-share advances only for deliveries that committed.
-  const committed = new Set(delivered.leases.map((l) => l.lease.stepId));
+  const committed = new Map(delivered.leases.map((l) => [l.lease.stepId, l.lease.deliveredAt ?? l.lease.claimedAt]));
+  const waits: Array<{ lane: QueueEntry['lane']; seconds: number }> = [];
   for (const d of delivered.deliveries) {
-    if (!committed.has(d.entry.stepId)) continue;
+    const at = committed.get(d.entry.stepId);
+    if (!at) continue;
+    // Both ends are the database's clock: ready_at when it became due, delivered_at at commit.
+    waits.push({ lane: d.entry.lane, seconds: Math.max(0, (at.getTime() - d.entry.readyAt.getTime()) / 1000) });
     deps.fair.charge(d.entry.lane, d.entry.fairKey, d.entry.weight);
     if (d.exceedsMaxLoad) {
       deps.log.warn(
@@ -169,6 +176,7 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
       );
     }
   }
+  if (waits.length > 0) emitDispatch(deps.events, 'dispatch:delivered', { waits });
   if (delivered.leases.length > 0) await answer(deps, delivered.leases, delivered.details);
   deps.events.emit('dispatch:tick', result);
   return result;

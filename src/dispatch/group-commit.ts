@@ -2,6 +2,7 @@ import type { StepOutcome } from '../orchestrator/contract.js';
 import { doneByToken, heldKey, leaseAck, leaseComplete, leaseRenew, type HeldLeaseRef } from '../store/leases.js';
 import { withTransaction, type PoolClient } from '../store/pool.js';
 import type { DispatchDeps } from './deps.js';
+import { emitDispatch } from './events.js';
 
 export interface CompletionRef extends HeldLeaseRef { exitCode: number | null; cause: string | null }
 
@@ -11,7 +12,7 @@ type Call =
   | { kind: 'complete'; items: CompletionRef[]; resolve: (ok: Set<string>) => void; reject: (err: unknown) => void };
 
 /** What a committed group changed, for the caller's signals. */
-export interface GroupApplied { ok: Map<Call, Set<string>>; completed: Array<{ runnerId: string; count: number }> }
+export interface GroupApplied { ok: Map<Call, Set<string>>; completed: Array<{ runnerId: string; count: number }>; statuses: Record<'succeeded' | 'failed', number> }
 
 /** Calls that may wait for one group, and groups in flight at once per replica. */
 const MAX_CALLS = 256;
@@ -31,6 +32,7 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
   const completions = of('complete').flatMap((c) => c.items as CompletionRef[]);
   const ended = new Set<string>();
   const completed = new Map<string, number>();
+  const statuses = { succeeded: 0, failed: 0 };
   if (completions.length > 0) {
     const rows = await leaseComplete(client, { items: completions });
     const byKey = new Map(completions.map((c) => [heldKey(c), c]));
@@ -50,11 +52,12 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
       };
     });
     await deps.hooks.stepsFinished(client, outcomes);
+    for (const o of outcomes) statuses[o.status === 'succeeded' ? 'succeeded' : 'failed'] += 1;
     for (const k of await doneByToken(client, completions.filter((c) => !ended.has(heldKey(c))))) ended.add(k);
   }
   const ok = new Map<Call, Set<string>>();
   for (const c of calls) ok.set(c, c.kind === 'ack' ? acked : c.kind === 'renew' ? renewed : ended);
-  return { ok, completed: [...completed].map(([runnerId, count]) => ({ runnerId, count })) };
+  return { ok, completed: [...completed].map(([runnerId, count]) => ({ runnerId, count })), statuses };
 }
 
 /**
@@ -132,6 +135,7 @@ export class LeaseGroupCommit {
   private settle(applied: GroupApplied): void {
     for (const [call, ok] of applied.ok) call.resolve(ok);
     for (const c of applied.completed) this.deps.events.emit('lease:completed', c);
+    if (applied.completed.length > 0) emitDispatch(this.deps.events, 'lease:finished', { statuses: applied.statuses });
     if (applied.completed.length > 0) this.deps.kick();
   }
 }

@@ -2,6 +2,7 @@ import { heldKey, leaseCheck, leaseExpireDue, leaseRequeueUnacked, leaseReturn, 
 import { withTransaction } from '../store/pool.js';
 import { postureRead } from '../store/posture.js';
 import type { DispatchDeps } from './deps.js';
+import { emitDispatch, type LeaseCall } from './events.js';
 import { leaseGroupCommit } from './group-commit.js';
 
 export const FENCED = 'lease expired or revoked';
@@ -9,22 +10,29 @@ export const RUNNER_LOST_CAUSE = 'runner lost: lease expired without a result';
 
 export interface ItemResult { step_id: number; ok: boolean; status?: number; error?: string }
 
-function results(items: LeaseRef[], ok: Set<number>): ItemResult[] {
+/** Counts the fenced answers of one call for the metrics (`lease:fenced`). */
+function fenced(deps: Pick<DispatchDeps, 'events'>, call: LeaseCall, n: number): void {
+  if (n > 0) emitDispatch(deps.events, 'lease:fenced', { call, count: n });
+}
+
+function results(deps: Pick<DispatchDeps, 'events'>, call: LeaseCall, items: LeaseRef[], ok: Set<number>): ItemResult[] {
+  fenced(deps, call, items.filter((i) => !ok.has(i.stepId)).length);
   return items.map((i) => (ok.has(i.stepId) ? { step_id: i.stepId, ok: true } : { step_id: i.stepId, ok: false, status: 409, error: FENCED }));
 }
 
-function heldResults(runnerId: string, items: LeaseRef[], ok: Set<string>): ItemResult[] {
+function heldResults(deps: Pick<DispatchDeps, 'events'>, call: LeaseCall, runnerId: string, items: LeaseRef[], ok: Set<string>): ItemResult[] {
+  fenced(deps, call, items.filter((i) => !ok.has(heldKey({ ...i, runnerId }))).length);
   return items.map((i) => (ok.has(heldKey({ ...i, runnerId })) ? { step_id: i.stepId, ok: true } : { step_id: i.stepId, ok: false, status: 409, error: FENCED }));
 }
 
 /** Acks, through the replica's group commit: answered once the group it joined has committed. */
 export async function ackLeases(deps: DispatchDeps, runnerId: string, items: LeaseRef[]): Promise<ItemResult[]> {
-  return heldResults(runnerId, items, await leaseGroupCommit(deps).ack(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
+  return heldResults(deps, 'ack', runnerId, items, await leaseGroupCommit(deps).ack(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
 }
 
 /** Renewals (each implies the ack), through the replica's group commit. */
 export async function renewLeases(deps: DispatchDeps, runnerId: string, items: LeaseRef[]): Promise<ItemResult[]> {
-  return heldResults(runnerId, items, await leaseGroupCommit(deps).renew(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
+  return heldResults(deps, 'renew', runnerId, items, await leaseGroupCommit(deps).renew(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
 }
 
 export async function checkLease(deps: DispatchDeps, runnerId: string, ref: LeaseRef): Promise<LeaseRow | undefined> {
@@ -41,7 +49,7 @@ export interface Completion extends LeaseRef { exitCode: number | null; cause: s
  */
 export async function completeLeases(deps: DispatchDeps, runnerId: string, items: Completion[]): Promise<ItemResult[]> {
   const ok = await leaseGroupCommit(deps).complete(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId, exitCode: i.exitCode, cause: i.cause })));
-  return heldResults(runnerId, items, ok);
+  return heldResults(deps, 'complete', runnerId, items, ok);
 }
 
 /** A runner gives work back unfinished (graceful shutdown): the next attempt, at the original position. */
@@ -55,7 +63,7 @@ export async function releaseLeases(deps: DispatchDeps, runnerId: string, items:
     return new Set(rows.map((r) => r.stepId));
   });
   if (released.size > 0) deps.kick();
-  return results(items, released);
+  return results(deps, 'release', items, released);
 }
 
 /** Leases nothing external saw go back at their original attempt and position. */
@@ -103,10 +111,8 @@ export async function expireOnce(deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'ev
     for (const l of returned) await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt, reason: 'claim expired before delivery' });
     return { requeued: unacked.length, lost: lost.length, returned: returned.length, held: false };
   });
-  if (out.lost > 0) {
-    deps.log.warn({ lost: out.lost }, 'leases expired without a result: runner_lost');
-    deps.events.emit('lease:expired', out);
-  }
+  if (out.lost > 0) deps.log.warn({ lost: out.lost }, 'leases expired without a result: runner_lost');
+  if (out.requeued + out.returned + out.lost > 0) emitDispatch(deps.events, 'lease:expired', { requeued: out.requeued, lost: out.lost, returned: out.returned });
   if (out.requeued + out.returned + out.lost > 0) deps.kick();
   return out;
 }

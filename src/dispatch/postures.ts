@@ -1,32 +1,155 @@
+import { parseDuration } from '../core/duration.js';
 import { auditRecord } from '../store/audit.js';
-import { withTransaction, type Pool } from '../store/pool.js';
-import { postureSet, type FleetPosture, type PostureField } from '../store/posture.js';
+import { storeNow } from '../store/coordination.js';
+import { withTransaction, type Pool, type PoolClient } from '../store/pool.js';
+import { postureHoldsDue, postureHoldsRead, postureRead, postureSet, type FleetPosture, type PostureField, type PostureHold } from '../store/posture.js';
 
-export interface PostureLeverResult {
-  posture: { quiesced: boolean; halted: boolean; reason: string | null; actor: string | null; since: string };
-  changed: boolean;
+/** Bad input to a lever: nothing was written. */
+export class LeverInputError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'LeverInputError';
+  }
 }
 
-const ACTIONS: Record<PostureField, [string, string]> = {
-  quiesced: ['server.quiesce', 'server.resume'],
-  halted: ['platform.halt', 'platform.resume'],
+export interface PostureHoldJson { posture: PostureField; reason: string | null; actor: string; since: string; until: string | null }
+
+export interface PostureJson {
+  quiesced: boolean;
+  halted: boolean;
+  systemQuiesced: boolean;
+  reason: string | null;
+  actor: string | null;
+  since: string;
+  /** Each posture in force with who pulled it, why and until when. */
+  holds: PostureHoldJson[];
+}
+
+export interface PostureLeverResult {
+  posture: PostureJson;
+  /** Whether any posture changed (false: it already was so; the lever is idempotent). */
+  changed: boolean;
+  /** The postures this call put in force or lifted. */
+  applied: PostureField[];
+  /** True when an already-held posture got a new --until. */
+  untilMoved?: boolean;
+}
+
+/** The posture that holds every offer now, the most severe first; null when offers flow. */
+export function offersHeldBy(p: Pick<FleetPosture, 'halted' | 'systemQuiesced' | 'quiesced'>): PostureField | null {
+  return p.halted ? 'halted' : p.systemQuiesced ? 'system_quiesced' : p.quiesced ? 'quiesced' : null;
+}
+
+/** The audit action of pulling (true) or lifting (false) each posture. */
+export const POSTURE_ACTIONS: Record<PostureField, { on: string; off: string; target: string }> = {
+  quiesced: { on: 'server.quiesce', off: 'server.resume', target: 'fleet' },
+  halted: { on: 'platform.halt', off: 'platform.resume', target: 'platform' },
+  system_quiesced: { on: 'platform.quiesce', off: 'platform.resume', target: 'platform' },
 };
 
+/** `--until`: a duration from now (`3s`, `2h30m`) or an absolute ISO-8601 time with a zone. */
+export type Until = { afterMs: number } | { at: Date };
+
+export function parseUntil(text: string): Until {
+  const ms = parseDuration(text);
+  if (ms !== undefined) {
+    if (ms <= 0) throw new LeverInputError(`--until: expected a positive duration, got ${JSON.stringify(text)}`);
+    return { afterMs: ms };
+  }
+  if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/.test(text.trim())) {
+    const at = new Date(text.trim());
+    if (!Number.isNaN(at.getTime())) return { at };
+  }
+  throw new LeverInputError(`--until: expected a duration (30s, 2h, 1d) or an ISO time with a zone (2026-12-01T18:00:00Z), got ${JSON.stringify(text)}`);
+}
+
 /**
- * Pulls a fleet-wide posture lever: fleet quiesce (no offers; work in flight continues) or
- * platform halt (no offers, expiry sweep held). One durable row every replica reads each tick;
- * the change and its audit row commit together.
+ * Pulls or lifts fleet-wide postures: fleet quiesce (no offers; work in flight continues),
+ * platform halt (no offers, expiry sweep held) and system quiesce (no offers, expiry sweep keeps
+ * running). One durable row every replica reads each tick; each change, its hold row (reason,
+ * actor, until) and its audit row commit together. Lifting takes several fields at once
+ * (`admin platform resume` lifts halt and system quiesce).
  */
-export async function fleetPostureLever(pool: Pool, p: { field: PostureField; value: boolean; reason?: string; actor: string; source?: string }): Promise<PostureLeverResult> {
+export async function postureLever(
+  pool: Pool,
+  p: { fields: PostureField[]; value: boolean; reason?: string; until?: Until; actor: string; source?: string },
+): Promise<PostureLeverResult> {
+  if (p.until && !p.value) throw new LeverInputError('--until: only a posture being put in force can have an expiry');
+  if (p.reason !== undefined && p.reason.length > 1000) throw new LeverInputError('--reason: at most 1000 characters');
   return withTransaction(pool, async (client) => {
-    const { changed, posture } = await postureSet(client, { field: p.field, value: p.value, reason: p.reason ?? null, actor: p.actor });
-    if (changed) {
-      await auditRecord(client, { actor: p.actor, action: ACTIONS[p.field][p.value ? 0 : 1], target: 'fleet', source: p.source, detail: { reason: p.reason ?? null } });
+    let until: Date | null | undefined;
+    if (p.until) {
+      const now = await storeNow(client);
+      until = 'afterMs' in p.until ? new Date(now.getTime() + p.until.afterMs) : p.until.at;
+      if (until.getTime() <= now.getTime()) throw new LeverInputError(`--until: ${until.toISOString()} is not in the future (store time ${now.toISOString()})`);
     }
-    return { changed, posture: postureJson(posture) };
+    const applied: PostureField[] = [];
+    let untilMoved = false;
+    for (const field of p.fields) {
+      const r = await postureSet(client, { field, value: p.value, reason: p.reason ?? null, actor: p.actor, source: p.source ?? null, until });
+      const action = POSTURE_ACTIONS[field];
+      if (r.changed) {
+        applied.push(field);
+        await auditRecord(client, {
+          actor: p.actor,
+          action: p.value ? action.on : action.off,
+          target: action.target,
+          source: p.source,
+          detail: { posture: field, reason: p.reason ?? null, until: until?.toISOString() ?? null, ...(p.value ? {} : { held_since: r.before?.since.toISOString() ?? null, held_by: r.before?.actor ?? null }) },
+        });
+      } else if (r.untilChanged) {
+        untilMoved = true;
+        await auditRecord(client, { actor: p.actor, action: `${action.on}.until`, target: action.target, source: p.source, detail: { posture: field, reason: p.reason ?? null, until: until?.toISOString() ?? null, previous_until: r.before?.until?.toISOString() ?? null } });
+      }
+    }
+    const posture = await postureJson(client, await postureRead(client));
+    return { changed: applied.length > 0, applied, posture, ...(untilMoved ? { untilMoved } : {}) };
   });
 }
 
-export function postureJson(p: FleetPosture): PostureLeverResult['posture'] {
-  return { quiesced: p.quiesced, halted: p.halted, reason: p.reason, actor: p.actor, since: p.since.toISOString() };
+/** The posture flags and every hold in force, as levers, status and the API report them. */
+export async function postureStatus(db: Pool | PoolClient): Promise<PostureJson> {
+  return postureJson(db, await postureRead(db));
 }
+
+async function postureJson(db: Pool | PoolClient, p: FleetPosture): Promise<PostureJson> {
+  const holds = await postureHoldsRead(db);
+  return {
+    quiesced: p.quiesced,
+    halted: p.halted,
+    systemQuiesced: p.systemQuiesced,
+    reason: p.reason,
+    actor: p.actor,
+    since: p.since.toISOString(),
+    holds: holds.map(holdJson),
+  };
+}
+
+export const holdJson = (h: PostureHold): PostureHoldJson => ({ posture: h.posture, reason: h.reason, actor: h.actor, since: h.since.toISOString(), until: h.until?.toISOString() ?? null });
+
+/**
+ * The leader's pass: lifts every posture whose --until has passed (by the database clock), each
+ * audited as its resume with the leader as actor and who pulled it in the detail. Returns what
+ * it lifted.
+ */
+export async function postureExpireOnce(pool: Pool, p: { actor: string }): Promise<PostureHold[]> {
+  return withTransaction(pool, async (client) => {
+    const due = await postureHoldsDue(client);
+    for (const h of due) {
+      const r = await postureSet(client, { field: h.posture, value: false, reason: `until ${h.until!.toISOString()} passed`, actor: p.actor });
+      if (!r.changed) continue;
+      const action = POSTURE_ACTIONS[h.posture];
+      await auditRecord(client, {
+        actor: p.actor,
+        action: action.off,
+        target: action.target,
+        source: 'until',
+        detail: { posture: h.posture, expired: true, until: h.until!.toISOString(), held_by: h.actor, held_reason: h.reason, held_since: h.since.toISOString() },
+      });
+    }
+    return due;
+  });
+}
+
+/** The leader pass lifting expired postures, as the coordination loop runs it on the leader's tick. */
+export const postureExpiryPass = (ctx: { pool: Pool; replicaId: string }) => postureExpireOnce(ctx.pool, { actor: `leader:${ctx.replicaId}` });

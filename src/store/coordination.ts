@@ -107,21 +107,6 @@ export async function schedulerDonePrune(db: Db, p: { retentionDays: number }): 
   return rowCount ?? 0;
 }
 
-export interface FleetPosture {
-  quiesced: boolean;
-  halted: boolean;
-  reason: string | null;
-  actor: string | null;
-  since: Date;
-}
-
-/** The one durable posture row every replica reads. */
-export async function fleetPostureRead(db: Db): Promise<FleetPosture> {
-  const { rows } = await db.query(`SELECT quiesced, halted, reason, actor, since FROM fleet_posture`);
-  const r = rows[0] ?? { quiesced: false, halted: false, reason: null, actor: null, since: new Date(0) };
-  return { quiesced: r.quiesced, halted: r.halted, reason: r.reason, actor: r.actor, since: r.since };
-}
-
 /** The database clock, so status ages are judged like everything else that crosses replicas. */
 export async function storeNow(db: Db): Promise<Date> {
   const { rows } = await db.query(`SELECT now() AS now`);

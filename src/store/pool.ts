@@ -38,8 +38,68 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): Po
     keepAlive: true,
   } as pg.PoolConfig);
   pool.on('error', onError);
-  pool.on('connect', (client) => client.on('error', onError));
+  pool.on('connect', (client) => {
+    client.on('error', onError);
+    observeQueries(pool, client);
+  });
+  observeConnects(pool);
   return pool;
+}
+
+/**
+ * Told of every query a pool's clients run: its duration, and the error if it failed; a
+ * connection the pool could not open is reported with no duration (null).
+ */
+export type QueryObserver = (seconds: number | null, err?: unknown) => void;
+
+const observers = new WeakMap<Pool, QueryObserver>();
+
+/** Observes the queries of this pool from now on (metrics: store latency and errors). One observer per pool. */
+export function poolObserve(pool: Pool, observer: QueryObserver): void {
+  observers.set(pool, observer);
+}
+
+/** A store that refuses connections fails before any query runs: count those failures too. */
+function observeConnects(pool: Pool): void {
+  const connect = pool.connect.bind(pool) as (cb?: (err: Error | undefined, ...rest: unknown[]) => void) => unknown;
+  (pool as unknown as { connect: (cb?: (err: Error | undefined, ...rest: unknown[]) => void) => unknown }).connect = (cb) => {
+    if (cb) {
+      return connect((err, ...rest) => {
+        if (err) observers.get(pool)?.(null, err);
+        cb(err, ...rest);
+      });
+    }
+    const result = connect() as Promise<PoolClient>;
+    result.catch((err: unknown) => observers.get(pool)?.(null, err));
+    return result;
+  };
+}
+
+/** Wraps a client's query (promise or callback form) so the pool's observer (if any) sees each one end. */
+function observeQueries(pool: Pool, client: PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const observer = observers.get(pool);
+    if (!observer) return query(...args);
+    const start = performance.now();
+    const last = args[args.length - 1];
+    if (typeof last === 'function') {
+      // pool.query hands the client a callback.
+      const cb = last as (err: unknown, ...rest: unknown[]) => void;
+      return query(...args.slice(0, -1), (err: unknown, ...rest: unknown[]) => {
+        observer((performance.now() - start) / 1000, err ?? undefined);
+        cb(err, ...rest);
+      });
+    }
+    const result = query(...args);
+    if (result && typeof (result as Promise<unknown>).then === 'function') {
+      (result as Promise<unknown>).then(
+        () => observer((performance.now() - start) / 1000),
+        (err: unknown) => observer((performance.now() - start) / 1000, err),
+      );
+    }
+    return result;
+  };
 }
 
 /** Runs fn inside BEGIN/COMMIT on one client; rolls back and rethrows on error. */

@@ -26,4 +26,30 @@ describe('fleet posture levers', () => {
     const resume = await cli('admin', 'platform', 'resume');
     expect(JSON.parse(resume.stdout)).toMatchObject({ changed: true, posture: { halted: false } });
   });
+
+  it('system quiesce carries reason, actor and --until; platform resume lifts it; bad --until exits 2 writing nothing', async () => {
+    const bad = await cli('admin', 'platform', 'quiesce', '--until', 'soon');
+    expect(bad.code).toBe(2);
+    expect(JSON.parse(bad.stdout).error.message).toMatch(/^--until: expected a duration/);
+    expect((await db.current.pool.query('SELECT system_quiesced FROM fleet_posture')).rows[0].system_quiesced).toBe(false);
+
+    const q = await cli('admin', 'platform', 'quiesce', '--reason', 'store upgrade', '--until', '1h');
+    expect(q.code).toBe(0);
+    const body = JSON.parse(q.stdout);
+    expect(body).toMatchObject({ changed: true, applied: ['system_quiesced'], posture: { systemQuiesced: true } });
+    expect(body.posture.holds[0]).toMatchObject({ posture: 'system_quiesced', reason: 'store upgrade', actor: expect.stringMatching(/^cli:/) });
+    expect(new Date(body.posture.holds[0].until).getTime() - new Date(body.posture.holds[0].since).getTime()).toBe(3_600_000);
+
+    const human = await runCli(['admin', 'platform', 'quiesce', '--database-url', db.current.url]);
+    expect(human.stdout.trim()).toBe('already quiesced: nothing changed');
+    const resumed = await runCli(['admin', 'platform', 'resume', '--database-url', db.current.url]);
+    expect(resumed.stdout.trim()).toBe('platform resumed');
+    const { rows } = await db.current.pool.query(`SELECT action, detail->>'posture' AS posture FROM audit_log WHERE target = 'platform' ORDER BY id`);
+    expect(rows).toEqual([
+      { action: 'platform.halt', posture: 'halted' },
+      { action: 'platform.resume', posture: 'halted' },
+      { action: 'platform.quiesce', posture: 'system_quiesced' },
+      { action: 'platform.resume', posture: 'system_quiesced' },
+    ]);
+  });
 });

@@ -201,15 +201,15 @@ describe('the lease lifecycle over the runner protocol', () => {
   });
 
   it('a quiesced fleet hands out no offers; resume lets them flow', async () => {
-    const { fleetPostureLever } = await import('../../src/dispatch/postures.js');
+    const { postureLever } = await import('../../src/dispatch/postures.js');
     const r = await runner();
     await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
-    await fleetPostureLever(db.current.pool, { field: 'quiesced', value: true, actor: 'test' });
+    await postureLever(db.current.pool, { fields: ['quiesced'], value: true, actor: 'test' });
     try {
       expect((await r.acquire({ wait_ms: 300 })).status).toBe(204);
       expect((await db.current.pool.query('SELECT count(*)::int AS n FROM queue_ready')).rows[0].n).toBe(1);
     } finally {
-      await fleetPostureLever(db.current.pool, { field: 'quiesced', value: false, actor: 'test' });
+      await postureLever(db.current.pool, { fields: ['quiesced'], value: false, actor: 'test' });
     }
     expect((await r.acquire({ wait_ms: 5_000 })).status).toBe(200);
   });

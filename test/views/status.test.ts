@@ -25,13 +25,21 @@ describe('admin status view', () => {
       ],
       leader: { replicaId: 'a-live', token: 7, since: '', expiresAt: '' },
       shards: { total: 64, owned: 3, unowned: Array.from({ length: 61 }, (_, i) => i + 3) },
-      postures: { quiesced: false, halted: true, reason: 'incident 42', actor: 'ops', since: '' },
+      postures: {
+        quiesced: false,
+        halted: true,
+        systemQuiesced: false,
+        reason: 'incident 42',
+        actor: 'ops',
+        since: '',
+        holds: [{ posture: 'halted', reason: 'incident 42', actor: 'ops', since: '2026-12-01T12:00:00.000Z', until: '2026-12-01T13:00:00.000Z' }],
+      },
       stalenessMs: 15_000,
     };
     expect(statusRows(status).map((r) => [r.replica, r.state, r.shards, r.leader])).toEqual([
       ['a-live', 'live', '3 (0-2)', 'leader'],
       ['b-dead', 'dead', '0', ''],
     ]);
-    expect(statusSummary(status)).toEqual(['leader: a-live (token 7)', 'shards owned: 3/64, unowned: 3-63', 'fleet posture: HALTED (incident 42)']);
+    expect(statusSummary(status)).toEqual(['leader: a-live (token 7)', 'shards owned: 3/64, unowned: 3-63', 'fleet posture: PLATFORM HALTED by ops since 2026-12-01T12:00:00.000Z until 2026-12-01T13:00:00.000Z: incident 42']);
   });
 });

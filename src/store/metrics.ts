@@ -1,0 +1,49 @@
+import type { Pool, PoolClient } from './pool.js';
+
+type Db = Pool | PoolClient;
+
+/** The store-wide facts a /metrics scrape reports, each aggregated to a bounded set of labels. */
+export interface GaugeSnapshot {
+  /** Per lane id (0 system, 1 interactive, 2 bulk): ready entries and the wait of the oldest due one. */
+  lanes: Array<{ lane: number; depth: number; oldestWaitSeconds: number }>;
+  /** Live leases by stage: claimed (not yet delivered), delivered (not acked), executing. */
+  leases: { claimed: number; delivered: number; executing: number };
+  /** Per pool that has a limit or a holder: current holds and the limit (null: unlimited). */
+  pools: Array<{ name: string; holds: number; limit: number | null }>;
+  /** Registered runners by liveness state, and how many are drained (themselves or by group). */
+  runners: { byState: Record<string, number>; drained: number };
+}
+
+/**
+ * One statement, four set-based aggregates: the queue per lane (an index-only count), the live
+ * leases by stage, pool holds against limits, and the runner registry by state.
+ */
+export async function gaugeSnapshotRead(db: Db): Promise<GaugeSnapshot> {
+  const { rows } = await db.query(
+    `SELECT
+       (SELECT coalesce(json_agg(json_build_object('lane', lane, 'depth', n, 'oldest', oldest)), '[]'::json)
+          FROM (SELECT lane, count(*) AS n,
+                       coalesce(extract(epoch FROM now() - min(ready_at) FILTER (WHERE ready_at <= now())), 0) AS oldest
+                  FROM queue_ready GROUP BY lane) q) AS lanes,
+       (SELECT json_build_object(
+                 'claimed', count(*) FILTER (WHERE delivered_at IS NULL),
+                 'delivered', count(*) FILTER (WHERE delivered_at IS NOT NULL AND NOT executing),
+                 'executing', count(*) FILTER (WHERE executing))
+          FROM scheduler_job_leases) AS leases,
+       (SELECT coalesce(json_agg(json_build_object('name', n.name, 'holds', coalesce(h.n, 0), 'limit', l.max_holders) ORDER BY n.name), '[]'::json)
+          FROM (SELECT name FROM pool_limits UNION SELECT DISTINCT pool FROM pool_holds) n
+          LEFT JOIN pool_limits l ON l.name = n.name
+          LEFT JOIN (SELECT pool, count(*) AS n FROM pool_holds GROUP BY pool) h ON h.pool = n.name) AS pools,
+       (SELECT json_build_object(
+                 'byState', coalesce((SELECT json_object_agg(state, n) FROM (SELECT state, count(*) AS n FROM runners WHERE deleted_at IS NULL GROUP BY state) s), '{}'::json),
+                 'drained', (SELECT count(*) FROM runners r LEFT JOIN runner_groups g ON g.name = r.group_name
+                              WHERE r.deleted_at IS NULL AND (r.drained OR coalesce(g.drained, false))))) AS runners`,
+  );
+  const r = rows[0];
+  return {
+    lanes: (r.lanes as Array<{ lane: number; depth: number; oldest: number }>).map((l) => ({ lane: l.lane, depth: Number(l.depth), oldestWaitSeconds: Math.max(0, Number(l.oldest)) })),
+    leases: { claimed: Number(r.leases.claimed), delivered: Number(r.leases.delivered), executing: Number(r.leases.executing) },
+    pools: (r.pools as Array<{ name: string; holds: number; limit: number | null }>).map((p) => ({ name: p.name, holds: Number(p.holds), limit: p.limit === null ? null : Number(p.limit) })),
+    runners: { byState: Object.fromEntries(Object.entries(r.runners.byState as Record<string, number>).map(([k, v]) => [k, Number(v)])), drained: Number(r.runners.drained) },
+  };
+}

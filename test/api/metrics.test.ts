@@ -1,0 +1,207 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminFleetApi } from '../../src/api/admin-fleet.js';
+import { metricsApi } from '../../src/api/metrics.js';
+import { classify } from '../../src/core/classify.js';
+import { LANE_NAMES } from '../../src/core/entry.js';
+import { dispatchFeature } from '../../src/dispatch/feature.js';
+import { expireOnce } from '../../src/dispatch/lifecycle.js';
+import { postureLever } from '../../src/dispatch/postures.js';
+import { orchestratorHooks } from '../../src/orchestrator/progress.js';
+import type { ServerHandle } from '../../src/server.js';
+import { fleetDrainSet } from '../../src/store/fleet.js';
+import { queueEnqueue } from '../../src/store/queue.js';
+import { tokenCreate } from '../../src/store/tokens.js';
+import { useTestDatabase } from '../support/db.js';
+import { parsePrometheus, sampleValue, type Family } from '../support/prom.js';
+import { TestRunner } from '../support/runner-client.js';
+import { seedRun } from '../support/seed.js';
+import { startTestServer } from '../support/server.js';
+
+/** 1,000 one-step runs spread over the three lanes, enqueued as the orchestrator would. */
+async function seedRuns(pool: ServerHandle['ctx']['pool'], n: number): Promise<number[]> {
+  const priorities = [0, 60, 120];
+  const { rows: runs } = await pool.query(
+    `INSERT INTO runs (name, priority, definition) SELECT 'bulk-' || i, (ARRAY[0, 60, 120])[1 + i % 3], '{}' FROM generate_series(1, $1) i RETURNING id, priority`,
+    [n],
+  );
+  const { rows: steps } = await pool.query(
+    `INSERT INTO steps (run_id, name, command, status, attempt) SELECT id, 'only', 'true', 'ready', 1 FROM unnest($1::bigint[]) id RETURNING id, run_id`,
+    [runs.map((r) => r.id)],
+  );
+  const priorityOf = new Map(runs.map((r) => [Number(r.id), Number(r.priority)]));
+  await queueEnqueue(
+    pool,
+    steps.map((s) => {
+      const priority = priorityOf.get(Number(s.run_id)) ?? priorities[0];
+      return {
+        stepId: Number(s.id),
+        runId: Number(s.run_id),
+        attempt: 1,
+        ...classify({ run: { project: 'default', priority, scope: 'step', maxParallelSteps: 1, placement: null, target: null }, step: { priority: null, placement: null, pools: [], load: 1 }, projectWeight: 1, bindings: [] }),
+      };
+    }),
+  );
+  return [...runs.map((r) => Number(r.id)), ...steps.map((s) => Number(s.id))];
+}
+
+/** Label values every opschain_ family may carry: closed sets, never an id. */
+const ALLOWED: Record<string, (v: string) => boolean> = {
+  lane: (v) => (LANE_NAMES as readonly string[]).includes(v),
+  outcome: (v) => ['offer', 'empty', 'held', 'fenced'].includes(v),
+  call: (v) => ['ack', 'renew', 'complete', 'release', 'logs'].includes(v),
+  status: (v) => ['succeeded', 'failed', 'system_error'].includes(v) || /^[1-5]\d\d$/.test(v),
+  reason: (v) => ['runner_lost', 'ack_deadline', 'claim_expired'].includes(v),
+  kind: (v) => ['unavailable', 'query'].includes(v),
+  stage: (v) => ['claimed', 'delivered', 'executing'].includes(v),
+  state: (v) => ['online', 'watch', 'offline'].includes(v),
+  posture: (v) => ['fleet_quiesced', 'platform_halted', 'system_quiesced'].includes(v),
+  method: (v) => ['GET', 'POST', 'PUT', 'DELETE', 'HEAD', 'OPTIONS', 'PATCH'].includes(v),
+  // Route templates as registered, or "unmatched": never a concrete id.
+  route: (v) => v === 'unmatched' || /^\/[a-z0-9/_:-]*$/.test(v),
+  pool: (v) => /^[a-z]+$/.test(v),
+  le: () => true,
+};
+
+describe('GET /metrics', () => {
+  const db = useTestDatabase();
+  let server: ServerHandle;
+  let admin: string;
+  let reg: string;
+
+  beforeAll(async () => {
+    server = await startTestServer(db.current.url, {
+      features: [metricsApi(), adminFleetApi(), dispatchFeature({ hooks: orchestratorHooks })],
+      config: { leaseTtlMs: 60_000, pollWindowMs: 10_000 },
+    });
+    admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ops' })).secret;
+    reg = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'r' })).secret;
+  });
+  afterAll(async () => server?.stop());
+
+  const scrape = async (): Promise<Map<string, Family>> => {
+    const res = await fetch(`${server.url}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    return parsePrometheus(await res.text());
+  };
+  const opschainSeries = (fams: Map<string, Family>) =>
+    [...fams.values()].filter((f) => f.name.startsWith('opschain_') && !f.name.startsWith('opschain_process_') && !f.name.startsWith('opschain_nodejs_')).flatMap((f) => f.samples);
+
+  it('is open without a token and declares every family it reports', async () => {
+    const fams = await scrape();
+    for (const name of [
+      'opschain_queue_ready_depth',
+      'opschain_queue_oldest_wait_seconds',
+      'opschain_ready_to_delivered_wait_seconds',
+      'opschain_acquire_outcomes_total',
+      'opschain_completions_total',
+      'opschain_lease_expiries_total',
+      'opschain_pool_holds',
+      'opschain_pool_limit',
+      'opschain_runners',
+      'opschain_shards_owned',
+      'opschain_leader',
+      'opschain_posture',
+      'opschain_store_errors_total',
+      'opschain_store_query_duration_seconds',
+      'opschain_http_requests_total',
+    ]) {
+      expect(fams.get(name), name).toBeDefined();
+    }
+    // A lone replica without coordination owns every shard and leads.
+    expect(sampleValue(fams, 'opschain_shards_owned')).toBe(64);
+    expect(sampleValue(fams, 'opschain_leader')).toBe(1);
+    expect(sampleValue(fams, 'opschain_store_up')).toBe(1);
+  });
+
+  it('depth per lane matches the fleet queue, and 1,000 runs leave label cardinality bounded', async () => {
+    const before = opschainSeries(await scrape()).length;
+    const ids = await seedRuns(db.current.pool, 1_000);
+    await db.current.pool.query(`INSERT INTO pool_limits (name, max_holders) VALUES ('db', 2)`);
+    const fams = await scrape();
+    const res = await fetch(`${server.url}/api/fleet/queue?limit=5000`, { headers: { authorization: `Bearer ${admin}` } });
+    const view = (await res.json()) as { summary: { ready: number }; entries: Array<{ state: string; lane: string; waitingMs: number }> };
+    expect(view.summary.ready).toBe(1_000);
+    let total = 0;
+    for (const lane of LANE_NAMES) {
+      const depth = sampleValue(fams, 'opschain_queue_ready_depth', { lane });
+      expect(depth, lane).toBe(view.entries.filter((e) => e.state === 'ready' && e.lane === lane).length);
+      total += depth!;
+      const oldest = sampleValue(fams, 'opschain_queue_oldest_wait_seconds', { lane })!;
+      const oldestView = Math.max(...view.entries.filter((e) => e.lane === lane).map((e) => e.waitingMs)) / 1000;
+      expect(oldest).toBeGreaterThanOrEqual(0);
+      expect(Math.abs(oldest - oldestView)).toBeLessThan(30);
+    }
+    expect(total).toBe(view.summary.ready);
+    expect(sampleValue(fams, 'opschain_pool_limit', { pool: 'db' })).toBe(2);
+
+    // Deliver and finish some of them through a runner: per-run activity must not add series per run.
+    const r = await new TestRunner(server.url).register(reg, { max_load: 20 });
+    for (let i = 0; i < 3; i++) {
+      const { body } = await r.acquire({ max_offers: 20 });
+      await r.call('ack', { leases: body.offers.map((o: any) => ({ step_id: o.step_id, token: o.token })) });
+      await r.call('complete', { completions: body.offers.map((o: any, j: number) => ({ step_id: o.step_id, token: o.token, exit_code: j % 2 })) });
+    }
+    const after = await scrape();
+    const series = opschainSeries(after);
+    const idSet = new Set([...ids.map(String), r.runnerId]);
+    for (const s of series) {
+      for (const [k, v] of Object.entries(s.labels)) {
+        expect(ALLOWED[k]?.(v), `${s.name} ${k}=${v}`).toBe(true);
+        if (k !== 'le' && k !== 'status') expect(idSet.has(v), `${s.name} carries an id: ${k}=${v}`).toBe(false);
+      }
+    }
+    // Bounded: the same order of series as an empty store, not one per run.
+    expect(series.length).toBeLessThan(before + 120);
+    expect(series.length).toBeLessThan(400);
+    const delivered = LANE_NAMES.reduce((n, lane) => n + (sampleValue(after, 'opschain_ready_to_delivered_wait_seconds', { lane }, 'opschain_ready_to_delivered_wait_seconds_count') ?? 0), 0);
+    expect(delivered).toBe(60);
+    expect(sampleValue(after, 'opschain_completions_total', { status: 'succeeded' })).toBe(30);
+    expect(sampleValue(after, 'opschain_completions_total', { status: 'failed' })).toBe(30);
+    expect(sampleValue(after, 'opschain_acquire_outcomes_total', { outcome: 'offer' })).toBe(3);
+    expect(LANE_NAMES.reduce((n, lane) => n + sampleValue(after, 'opschain_queue_ready_depth', { lane })!, 0)).toBe(940);
+    // System lane first: the 60 delivered came from the system lane (priority 120, 333 entries).
+    expect(sampleValue(after, 'opschain_ready_to_delivered_wait_seconds', { lane: 'system' }, 'opschain_ready_to_delivered_wait_seconds_count')).toBe(60);
+    expect(sampleValue(after, 'opschain_http_requests_total', { method: 'POST', route: '/api/runner/acquire', status: '200' })).toBe(3);
+    expect(sampleValue(after, 'opschain_runners', { state: 'online' })).toBe(1);
+    await db.current.pool.query(`DELETE FROM queue_ready`);
+  });
+
+  it('counts held, empty and fenced answers, expiries, postures and store errors', async () => {
+    const r = await new TestRunner(server.url).register(reg, { name: 'metrics-runner' });
+    const base = await scrape();
+    const count = (f: Map<string, Family>, name: string, labels: Record<string, string>) => sampleValue(f, name, labels) ?? 0;
+
+    expect((await r.acquire({ wait_ms: 0 })).status).toBe(204);
+    const renew = await r.call('renew', { leases: [{ step_id: 999_999, token: '1' }] });
+    expect(renew.body.results[0]).toMatchObject({ ok: false, status: 409 });
+    // A drained runner's poll is held (a fresh runner: credentials are cached for a few seconds).
+    const drained = await new TestRunner(server.url).register(reg, { name: 'drained-runner' });
+    await fleetDrainSet(db.current.pool, { runner: drained.runnerId, drained: true, actor: 'test' });
+    expect((await drained.acquire({ wait_ms: 0 })).status).toBe(204);
+
+    // An offer never acked past its deadline comes back through the expiry sweep.
+    await seedRun(db.current.pool, { steps: [{ name: 'unacked' }] });
+    const offered = await r.acquire({ wait_ms: 5_000 });
+    expect(offered.status).toBe(200);
+    await db.current.pool.query(`UPDATE scheduler_job_leases SET ack_deadline = now() - interval '1 second'`);
+    expect((await expireOnce(server.ctx.dispatch!)).requeued).toBe(1);
+
+    await postureLever(db.current.pool, { fields: ['system_quiesced'], value: true, actor: 'test' });
+    await server.ctx.pool.query('SELECT * FROM no_such_table').catch(() => {});
+
+    const after = await scrape();
+    expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'empty' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'empty' })).toBe(1);
+    expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'held' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'held' })).toBe(1);
+    expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'fenced' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'fenced' })).toBe(1);
+    expect(count(after, 'opschain_lease_fenced_total', { call: 'renew' })).toBe(1);
+    expect(count(after, 'opschain_lease_expiries_total', { reason: 'ack_deadline' }) - count(base, 'opschain_lease_expiries_total', { reason: 'ack_deadline' })).toBe(1);
+    expect(count(after, 'opschain_posture', { posture: 'system_quiesced' })).toBe(1);
+    expect(count(after, 'opschain_posture', { posture: 'platform_halted' })).toBe(0);
+    expect(count(after, 'opschain_store_errors_total', { kind: 'query' }) - count(base, 'opschain_store_errors_total', { kind: 'query' })).toBe(1);
+    expect(count(after, 'opschain_http_requests_total', { method: 'POST', route: '/api/runner/renew', status: '200' })).toBeGreaterThanOrEqual(1);
+    const latency = after.get('opschain_store_query_duration_seconds')!.samples.find((s) => s.name.endsWith('_count'))!.value;
+    expect(latency).toBeGreaterThan(sampleValue(base, 'opschain_store_query_duration_seconds', {}, 'opschain_store_query_duration_seconds_count')!);
+    await postureLever(db.current.pool, { fields: ['system_quiesced'], value: false, actor: 'test' });
+  });
+});
