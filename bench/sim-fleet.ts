@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { JsonClient } from './http.js';
 
 /** One offer as docs/runner-protocol.md defines it (the fields the fleet uses). */
-export interface Offer { step_id: number; run_id: number; attempt: number; token: string; step: string }
+export interface Offer { step_id: number; run_id: number; attempt: number; token: string; step: string; acked?: boolean }
 
 export interface FleetOptions {
   /** Server base URLs; runner i talks to urls[i % urls.length]. */
@@ -14,6 +14,8 @@ export interface FleetOptions {
   slots: number;
   /** Long-poll window asked per acquire. */
   waitMs?: number;
+  /** Ask for offers acked on delivery, as the runner agent does (default); false: ack each batch. */
+  ackOnDelivery?: boolean;
   namePrefix?: string;
   labels?: string[];
   /** Called for every offer as it arrives (before the ack), with the arrival time. */
@@ -48,8 +50,9 @@ export interface FleetCounters {
 }
 
 /**
- * N simulated runners speaking the real HTTP runner protocol: register, then loop acquire
- * (max_offers = slots) → ack the batch → complete the batch with exit 0 at once. They run no
+ * N simulated runners speaking the real HTTP runner protocol as the runner agent does: register,
+ * then loop acquire (max_offers = slots, ack_on_delivery) → ack what was not delivered acked →
+ * complete the batch with exit 0 at once. They run no
  * process, so the figures measure the dispatch plane alone.
  */
 export class SimFleet {
@@ -112,7 +115,7 @@ export class SimFleet {
         const sent = performance.now();
         let res;
         try {
-          res = await this.call(r, '/api/runner/acquire', { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs }, waitMs + 30_000);
+          res = await this.call(r, '/api/runner/acquire', { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, ...(this.opts.ackOnDelivery === false ? {} : { ack_on_delivery: true }) }, waitMs + 30_000);
         } finally {
           counters.parked--;
         }
@@ -132,14 +135,16 @@ export class SimFleet {
         if (!counters.firstOfferAt) counters.firstOfferAt = at;
         counters.offers += offers.length;
         for (const o of offers) this.opts.onOffer?.(o, at);
-        const leases = offers.map((o) => ({ step_id: o.step_id, token: o.token }));
-        const ack = await this.retrying(r, '/api/runner/ack', { leases });
-        counters.ackMs += performance.now() - at;
-        counters.acks++;
-        const acked = new Set<number>();
-        for (const item of ack.results ?? []) {
-          if (item.ok) acked.add(Number(item.step_id));
-          else counters.refused++;
+        const acked = new Set<number>(offers.filter((o) => o.acked === true).map((o) => Number(o.step_id)));
+        const leases = offers.filter((o) => o.acked !== true).map((o) => ({ step_id: o.step_id, token: o.token }));
+        if (leases.length > 0) {
+          const ack = await this.retrying(r, '/api/runner/ack', { leases });
+          counters.ackMs += performance.now() - at;
+          counters.acks++;
+          for (const item of ack.results ?? []) {
+            if (item.ok) acked.add(Number(item.step_id));
+            else counters.refused++;
+          }
         }
         const completions = offers.filter((o) => acked.has(Number(o.step_id))).map((o) => ({ step_id: o.step_id, token: o.token, exit_code: 0 }));
         if (completions.length === 0) continue;

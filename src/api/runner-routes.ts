@@ -121,7 +121,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
     // The credential is checked before the body is read: anonymous callers get 401 and nothing else.
     scoped.addHook('onRequest', auth);
 
-    scoped.post<{ Body: { request_id: string; max_offers?: number; wait_ms?: number; only_run_id?: number | null } }>(
+    scoped.post<{ Body: { request_id: string; max_offers?: number; wait_ms?: number; only_run_id?: number | null; ack_on_delivery?: boolean } }>(
       '/api/runner/acquire',
       {
         bodyLimit: BODY_LIMIT.small,
@@ -132,6 +132,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
               max_offers: int4({ min: 1, max: 64 }),
               wait_ms: int4({ min: 0 }),
               only_run_id: { anyOf: [int8(), { type: 'null' }] },
+              ack_on_delivery: { type: 'boolean' },
             },
             ['request_id'],
           ),
@@ -157,6 +158,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
             maxOffers: req.body.max_offers ?? 1,
             waitMs: Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs),
             onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
+            ackOnDelivery: req.body.ack_on_delivery === true,
             signal: ctl.signal,
             holdEmpty,
           });

@@ -10,6 +10,8 @@ export interface AcquireRequest {
   maxOffers: number;
   waitMs: number;
   onlyRunId: number | null;
+  /** Deliver the offers acked (the runner makes no ack call); see docs/runner-protocol.md. */
+  ackOnDelivery?: boolean;
   /** Aborted when the caller goes away. */
   signal?: AbortSignal;
   /** This replica is out of the membership (quiesced): hold the poll and answer it empty. */
@@ -32,7 +34,7 @@ export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<
     return [];
   }
   const { offers } = deps.registry.park(
-    { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, parkedAt: Date.now() },
+    { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, ackOnDelivery: req.ackOnDelivery ?? false, parkedAt: Date.now() },
     req.waitMs,
     req.signal,
   );

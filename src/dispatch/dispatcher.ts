@@ -143,7 +143,7 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
       }
     }
     // Offers go to specific acquire calls: spread a runner's deliveries over its parked calls.
-    const items = deliveries.map((d) => ({ stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: null as string | null }));
+    const items = deliveries.map((d) => ({ stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: null as string | null, acked: false }));
     const callOf = new Map<number, ParkedAcquire>();
     const used = new Map<number, number>();
     for (const [i, d] of deliveries.entries()) {
@@ -152,6 +152,7 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
       used.set(call.seq, (used.get(call.seq) ?? 0) + 1);
       callOf.set(d.entry.stepId, call);
       items[i].requestId = call.requestId;
+      items[i].acked = call.ackOnDelivery ?? false;
     }
     const leases = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items: items.filter((i) => callOf.has(i.stepId)) });
     await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! })));

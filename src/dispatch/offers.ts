@@ -15,6 +15,8 @@ export interface Offer {
   renew_interval_ms: number;
   max_parallel_steps: number;
   run_scope: boolean;
+  /** Present and true when the acquire asked for ack_on_delivery: the offer is acked already. */
+  acked?: boolean;
 }
 
 export const RENEW_INTERVAL_MS = 60_000;
@@ -43,5 +45,6 @@ export function toOffer(lease: LeaseRow, detail: OfferDetail | undefined, ttlMs:
     renew_interval_ms: renewIntervalMs(ttlMs),
     max_parallel_steps: detail?.maxParallelSteps ?? lease.maxParallel,
     run_scope: lease.runScope,
+    ...(lease.ackedAt ? { acked: true } : {}),
   };
 }

@@ -8,6 +8,8 @@ export interface ParkedAcquire {
   requestId: string;
   slots: number;
   onlyRunId: number | null;
+  /** The runner asked for its offers acked on delivery: no ack call, and no ack deadline. */
+  ackOnDelivery?: boolean;
   parkedAt: number;
   /** True once answered (offers, empty, or the caller went away); never handed offers after. */
   settled: boolean;

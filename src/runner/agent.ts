@@ -107,6 +107,8 @@ export class RunnerAgent {
   private asked = 0;
   private refusals = 0;
   private onceDone = false;
+  /** Ask for offers acked on delivery, until a server refuses the field (one that predates it). */
+  private ackOnDelivery = true;
   /** Aborted when the run-scoped run this runner was executing ends: its restricted polls are moot. */
   private scopedPolls = new AbortController();
   /** Runs whose step log already says the runner's own cap binds. */
@@ -193,7 +195,10 @@ export class RunnerAgent {
     try {
       const signal = onlyRunId === null ? this.pollAbort.signal : AbortSignal.any([this.pollAbort.signal, this.scopedPolls.signal]);
       // One id per logical request: the client's retries reuse it, so a lost answer is not lost work.
-      offers = await this.client.acquire({ request_id: randomUUID(), max_offers: slots, wait_ms: this.pollWaitMs, ...(onlyRunId === null ? {} : { only_run_id: onlyRunId }) }, signal);
+      offers = await this.client.acquire(
+        { request_id: randomUUID(), max_offers: slots, wait_ms: this.pollWaitMs, ...(onlyRunId === null ? {} : { only_run_id: onlyRunId }), ...(this.ackOnDelivery ? { ack_on_delivery: true } : {}) },
+        signal,
+      );
       this.refusals = 0;
     } catch (err) {
       if (err instanceof CallAbortedError) return;
@@ -202,6 +207,11 @@ export class RunnerAgent {
         // The server's window shrank since registration: let it pick its own.
         this.log.warn({ err: err.message }, 'server refused the poll window; using its default');
         this.pollWaitMs = undefined;
+        return;
+      }
+      if (err instanceof ProtocolError && err.status === 400 && this.ackOnDelivery && /ack_on_delivery|additional propert/.test(err.message)) {
+        this.log.warn({ err: err.message }, 'server predates acked delivery; acking each offer');
+        this.ackOnDelivery = false;
         return;
       }
       this.refusals++;
@@ -216,19 +226,26 @@ export class RunnerAgent {
     if (this.opts.once && started > 0) this.onceDone = true;
   }
 
-  /** Acks the offers in one call and starts each acked one; returns how many started. */
+  /**
+   * Acks the offers the server did not deliver acked, in one call, and starts each acked one;
+   * returns how many started.
+   */
   private async accept(offers: Offer[]): Promise<number> {
-    const leases = offers.map((o) => ({ step_id: o.step_id, token: o.token }));
-    let results: ItemResult[];
-    try {
-      results = await this.client.ack(leases, this.hardAbort.signal);
-    } catch (err) {
-      if (err instanceof CredentialInvalidError) this.fail(err);
-      else this.log.error({ err: (err as Error).message, steps: leases.map((l) => l.step_id) }, 'ack failed; the offers go back to the queue at their deadline');
-      return 0;
+    const acked: Offer[] = offers.filter((o) => o.acked === true);
+    const toAck = offers.filter((o) => o.acked !== true);
+    const leases = toAck.map((o) => ({ step_id: o.step_id, token: o.token }));
+    let results: ItemResult[] = [];
+    if (leases.length > 0) {
+      try {
+        results = await this.client.ack(leases, this.hardAbort.signal);
+      } catch (err) {
+        if (err instanceof CredentialInvalidError) this.fail(err);
+        else this.log.error({ err: (err as Error).message, steps: leases.map((l) => l.step_id) }, 'ack failed; the offers go back to the queue at their deadline');
+        leases.length = 0;
+        toAck.length = 0;
+      }
     }
-    const acked: Offer[] = [];
-    offers.forEach((offer, i) => {
+    toAck.forEach((offer, i) => {
       const r = results[i];
       if (r?.ok) acked.push(offer);
       else this.log.warn({ step_id: offer.step_id, run_id: offer.run_id, error: r?.error }, 'offer withdrawn before ack; skipped');

@@ -30,6 +30,8 @@ export interface AcquireRequest {
   max_offers?: number;
   wait_ms?: number;
   only_run_id?: number | null;
+  /** Ask for the offers acked on delivery (no ack call); a server that predates it answers 400. */
+  ack_on_delivery?: boolean;
 }
 
 /** One offer on the wire: the server's own definition, so the two sides cannot drift apart. */

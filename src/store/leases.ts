@@ -50,7 +50,8 @@ export const mapLease = (r: any): LeaseRow => ({
 
 const refs = (items: LeaseRef[]) => [items.map((i) => i.stepId), items.map((i) => i.token)];
 
-export interface DeliverItem { stepId: number; runnerId: string; requestId: string | null }
+/** `acked`: the runner asked for its offers acked on delivery (no ack call, no ack deadline). */
+export interface DeliverItem { stepId: number; runnerId: string; requestId: string | null; acked?: boolean }
 
 /**
  * Moves claimed queue rows into delivered leases in one statement. Runs in the transaction that
@@ -59,23 +60,27 @@ export interface DeliverItem { stepId: number; runnerId: string; requestId: stri
 export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<LeaseRow[]> {
   if (p.items.length === 0) return [];
   const { rows } = await client.query(
-    `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS m(step_id, runner_id, request_id)),
+    `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
           d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*)
-     INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_id, ack_deadline, expires_at)
+     INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_id, ack_deadline, acked_at, expires_at)
      SELECT d.step_id, d.run_id, d.shard, d.attempt, d.priority, d.lane, d.fair_key, d.weight, d.pools, d.requirement, d.load,
             d.run_scope, d.max_parallel, d.site_stamp, d.ready_at, d.enqueued_at, d.position,
-            $4, now(), now(), m.runner_id, m.request_id, now() + $5 * interval '1 millisecond', now() + $6 * interval '1 millisecond'
+            $4, now(), now(), m.runner_id, m.request_id, now() + $5 * interval '1 millisecond',
+            CASE WHEN m.acked THEN now() END, now() + $6 * interval '1 millisecond'
        FROM d JOIN m USING (step_id)
      RETURNING *`,
-    [p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs],
+    [p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)],
   );
   return rows.map(mapLease);
 }
 
-/** Leases handed to this runner under this acquire request id and not yet acked (a retried acquire). */
+/**
+ * Leases handed to this runner under this acquire request id and not yet acked, or acked on
+ * delivery (their ack time is their delivery time): a retried acquire gets them again.
+ */
 export async function leaseByRequest(db: Db, p: { runnerId: string; requestId: string }): Promise<LeaseRow[]> {
   const { rows } = await db.query(
-    `SELECT * FROM scheduler_job_leases WHERE runner_id = $1 AND request_id = $2 AND acked_at IS NULL ORDER BY position`,
+    `SELECT * FROM scheduler_job_leases WHERE runner_id = $1 AND request_id = $2 AND (acked_at IS NULL OR acked_at = delivered_at) ORDER BY position`,
     [p.runnerId, p.requestId],
   );
   return rows.map(mapLease);

@@ -78,6 +78,21 @@ describe('runner agent', () => {
     expect(names).toEqual(['AWS_REGION', 'FROM_RUNNER', 'LANG', 'OPSCHAIN_ATTEMPT', 'OPSCHAIN_RUN_ID', 'OPSCHAIN_STEP', 'OPSCHAIN_STEP_COOKIE', 'OPSCHAIN_WORK_DIR', 'PATH', 'REGION', 'SHELL']);
   });
 
+  it('asks for offers acked on delivery and makes no ack call for them; a server that refuses the field gets plain polls and acks', async () => {
+    await startAgent();
+    await waitFor(() => api.callsTo('acquire').length > 0);
+    expect(api.callsTo('acquire')[0].body.ack_on_delivery).toBe(true);
+    api.offer({ step_id: 31, acked: true });
+    await waitFor(() => api.completions.length === 1, { what: 'completion of the acked offer' });
+    expect(api.callsTo('ack')).toHaveLength(0);
+    // A server that predates the field refuses it: the agent drops it and acks what it gets.
+    api.failNext('acquire', { status: 400, error: 'body must NOT have additional properties' });
+    await waitFor(() => api.callsTo('acquire').some((c) => c.body.ack_on_delivery === undefined), { what: 'a plain poll' });
+    api.offer({ step_id: 32 });
+    await waitFor(() => api.completions.length === 2, { what: 'completion of the plain offer' });
+    expect(api.callsTo('ack').map((c) => c.body)).toEqual([{ leases: [{ step_id: 32, token: 't32' }] }]);
+  });
+
   it('asks for as many offers as it has free slots and runs them side by side', async () => {
     await startAgent({ maxParallelSteps: 3 });
     await waitFor(() => api.callsTo('acquire').length > 0);
