@@ -18,6 +18,10 @@ export interface ServerConfig {
   schedulerDoneRetentionDays: number;
   acceptExceeding: boolean;
   replicaId?: string;
+  /** The most log a step attempt keeps; output past it is dropped behind one truncation line. */
+  maxStepLogBytes: number;
+  /** The timeout of a step whose run file sets none. */
+  defaultStepTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -44,13 +48,21 @@ export const CONFIG_KEYS: KeySpec[] = [
   { path: 'retention.scheduler_done_days', env: 'OPSCHAIN_RETENTION_SCHEDULER_DONE_DAYS', kind: 'int', field: 'schedulerDoneRetentionDays', default: 7, doc: 'age-out of enqueue-idempotency bookkeeping; keep far beyond the lease TTL' },
   { path: 'dispatch.accept_exceeding', env: 'OPSCHAIN_ACCEPT_EXCEEDING', kind: 'bool', field: 'acceptExceeding', default: true, doc: 'let the most capable idle runner take a step larger than every max_load' },
   { path: 'replica_id', env: 'OPSCHAIN_REPLICA_ID', kind: 'string', field: 'replicaId', doc: 'override the replica id (default hostname-<random> per boot)' },
+  { path: 'logs.max_step_bytes', env: 'OPSCHAIN_LOGS_MAX_STEP_BYTES', kind: 'int', field: 'maxStepLogBytes', default: 10 * 1024 * 1024, doc: 'the most output one step attempt keeps (bytes); past it, one truncation line and nothing more' },
+  { path: 'steps.default_timeout', env: 'OPSCHAIN_STEPS_DEFAULT_TIMEOUT', kind: 'duration', field: 'defaultStepTimeoutMs', default: 3_600_000, doc: 'the timeout of a step whose run file sets none' },
 ];
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
+/** A URL with its password (and anything that looks like one) replaced, for messages and logs. */
+export function redactUrl(text: string): string {
+  return text.replace(/(\/\/[^/:@\s]*):[^@\s]*@/g, '$1:***@').replace(/([?&]password=)[^&\s]*/gi, '$1***');
+}
+
 function coerce(spec: KeySpec, raw: unknown): unknown {
   const fail = (expected: string): never => {
-    throw new ConfigError(spec.path, `expected ${expected}, got ${JSON.stringify(raw)}`);
+    const shown = JSON.stringify(raw) ?? String(raw);
+    throw new ConfigError(spec.path, `expected ${expected}, got ${spec.kind === 'url' ? redactUrl(shown) : shown}`);
   };
   switch (spec.kind) {
     case 'string':

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig, redactUrl } from '../src/config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'opschain-config-'));
 const file = (name: string, text: string) => {
@@ -22,6 +22,25 @@ describe('loadConfig', () => {
     expect(c.schedulerDoneRetentionDays).toBe(7);
     expect(c.acceptExceeding).toBe(true);
     expect(c.databaseUrl).toBeUndefined();
+    expect(c.maxStepLogBytes).toBe(10 * 1024 * 1024);
+    expect(c.defaultStepTimeoutMs).toBe(3_600_000);
+  });
+
+  it('reads the log cap and the default step timeout from a file', () => {
+    const c = loadConfig({ env: {}, configFile: file('limits.yaml', 'logs:\n  max_step_bytes: 1048576\nsteps:\n  default_timeout: 20m\n') });
+    expect(c.maxStepLogBytes).toBe(1_048_576);
+    expect(c.defaultStepTimeoutMs).toBe(1_200_000);
+  });
+
+  it('never echoes the password of a rejected database URL', () => {
+    let err: unknown;
+    try {
+      loadConfig({ env: { OPSCHAIN_DATABASE_URL: 'mysql://ops:s3cret@db:3306/x' } });
+    } catch (e) {
+      err = e;
+    }
+    expect((err as Error).message).toBe('config database_url: expected a postgres:// URL, got "mysql://ops:***@db:3306/x"');
+    expect(redactUrl('no store at postgres://a:b@h/d?password=zz&x=1')).toBe('no store at postgres://a:***@h/d?password=***&x=1');
   });
 
   it('orders flags over environment over file over defaults', () => {

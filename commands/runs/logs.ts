@@ -26,10 +26,11 @@ With --follow, keeps printing new lines until the run ends; with --json, --follo
     const { step, follow } = this.flags;
     if (step !== undefined && !snap.steps.some((s) => s.name === step)) throw new UserError(`run ${id} has no step named ${JSON.stringify(step)}`);
     const width = Math.max(...snap.steps.map((s) => s.name.length));
+    const terminal = process.stdout.isTTY === true;
     const print = (views: LogLineView[]) => {
       for (const v of views) {
         if (this.jsonEnabled()) process.stdout.write(`${JSON.stringify(v)}\n`);
-        else for (const line of logLineText(v, width)) this.log(line);
+        else for (const line of logLineText(v, width, { terminal })) this.log(line);
       }
     };
     if (!follow) {

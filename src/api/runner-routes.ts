@@ -41,6 +41,8 @@ export interface RunnerRouteOptions {
   pollWindowMs: number;
   /** True while this replica is out of the membership: polls are held and answered empty. */
   holdPolls: () => boolean;
+  /** `logs.max_step_bytes`: the most output one step attempt keeps. */
+  maxStepLogBytes?: number;
 }
 
 /** The runner protocol of docs/runner-protocol.md. */
@@ -247,8 +249,10 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
           emitDispatch(deps.events, 'lease:fenced', { call: 'logs', count: 1 });
           return reply.code(409).send({ error: FENCED });
         }
-        if (req.body.chunks.length > 0) await stepLogAppend(deps.pool, { stepId: lease.stepId, attempt: lease.attempt, chunks: req.body.chunks });
-        return { ok: true };
+        if (req.body.chunks.length === 0) return { ok: true };
+        const { truncated } = await stepLogAppend(deps.pool, { stepId: lease.stepId, attempt: lease.attempt, chunks: req.body.chunks, maxBytes: opts.maxStepLogBytes });
+        // `truncated`: the step's log is full; a runner may stop sending its output.
+        return truncated ? { ok: true, truncated: true } : { ok: true };
       },
     );
   });

@@ -1,5 +1,5 @@
 import { Command, Flags, Errors, type Interfaces } from '@oclif/core';
-import { ConfigError } from '../config.js';
+import { ConfigError, redactUrl } from '../config.js';
 import { opschainHome, readLocalSecret, readServerRecord, readStoreRecord } from '../home.js';
 import { createPool, isStoreUnavailable, storeCause, type Pool } from '../store/pool.js';
 import { UserError } from './errors.js';
@@ -77,6 +77,8 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
       // oclif's own parse errors (unknown flag, missing argument) already say what was wrong.
       return super.catch(err);
     }
+    // A URL in an error (a rejected --database-url) never shows its password.
+    message = redactUrl(message);
     if (this.jsonEnabled()) this.logJson({ error: { code, message } });
     else this.logToStderr(`Error: ${message}`);
     this.exit(exit);

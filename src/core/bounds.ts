@@ -57,3 +57,21 @@ export function storableText(text: string): string {
   if (SAFE_TEXT.test(text)) return text;
   return text.replaceAll('\u0000', '\u2400').replace(/[\uD800-\uDFFF]/gu, '\uFFFD');
 }
+
+// C0 controls but tab and newline, DEL, and C1 controls (a lone 0x9b is a CSI on some terminals).
+// eslint-disable-next-line no-control-regex
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/**
+ * Text safe to print on a terminal: escape sequences and other control characters shown as
+ * `\x1b`-style text instead of being obeyed (a step must not repaint or retitle the operator's
+ * terminal, nor hide a line with `\r`). Tab and newline are kept.
+ */
+export function visibleControls(text: string): string {
+  return text.replace(CONTROLS, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+/** One line of text: newlines and every control character escaped (for reasons and causes that become log lines). */
+export function oneLine(text: string): string {
+  return visibleControls(text).replace(/\n/g, '\\n').replace(/\t/g, ' ');
+}

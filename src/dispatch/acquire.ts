@@ -27,7 +27,7 @@ export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<
   const replay = await leaseByRequest(deps.pool, { runnerId: req.runner.id, requestId: req.requestId });
   if (replay.length > 0) {
     const details = await offerDetails(deps.pool, replay.map((l) => l.stepId));
-    return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs));
+    return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs, deps.defaultStepTimeoutMs));
   }
   if (req.runner.drained || req.holdEmpty) {
     await systemClock.sleep(req.waitMs, req.signal);

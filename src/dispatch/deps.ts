@@ -19,6 +19,8 @@ export interface DispatchDeps {
   claimLanes?: () => Pick<ClaimParams, 'site' | 'liveSites' | 'agedAfterMs'>;
   ttlMs: number;
   acceptExceeding: boolean;
+  /** `steps.default_timeout`: offered for a step whose run file sets no timeout (none when unset). */
+  defaultStepTimeoutMs?: number;
   /** This dispatcher's stride fair-share state: in memory, charged only for deliveries that committed. */
   fair: FairShare;
   /** Typed in-process signals: `dispatch:tick`, `lease:delivered`, `lease:completed`, `lease:expired`. */

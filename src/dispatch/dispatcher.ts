@@ -188,7 +188,7 @@ async function answer(deps: DispatchDeps, delivered: Array<{ lease: LeaseRow; ca
   const perCall = new Map<ParkedAcquire, Offer[]>();
   const leasesOf = new Map<ParkedAcquire, LeaseRow[]>();
   for (const { lease, call } of delivered) {
-    perCall.set(call, [...(perCall.get(call) ?? []), toOffer(lease, details.get(lease.stepId), deps.ttlMs)]);
+    perCall.set(call, [...(perCall.get(call) ?? []), toOffer(lease, details.get(lease.stepId), deps.ttlMs, deps.defaultStepTimeoutMs)]);
     leasesOf.set(call, [...(leasesOf.get(call) ?? []), lease]);
   }
   const orphaned: LeaseRow[] = [];

@@ -44,6 +44,7 @@ export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
           : { site: null, liveSites: [], agedAfterMs: null },
       ttlMs: ctx.config.leaseTtlMs,
       acceptExceeding: ctx.config.acceptExceeding,
+      defaultStepTimeoutMs: ctx.config.defaultStepTimeoutMs,
       fair: new FairShare(),
       events: ctx.events,
       kick: () => kickLoop(),
@@ -79,6 +80,6 @@ export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
     if (opts.ownExpiryLoop !== false) {
       ctx.loops.push(startLoop({ name: 'expiry', clock: ctx.clock, log: deps.log, once: async () => (await expireOnce(deps), EXPIRY_INTERVAL_MS) }));
     }
-    registerRunnerRoutes(ctx.app, deps, { pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => !ctx.ownership.inMembership()) });
+    registerRunnerRoutes(ctx.app, deps, { pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => !ctx.ownership.inMembership()), maxStepLogBytes: ctx.config.maxStepLogBytes });
   };
 }

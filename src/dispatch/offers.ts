@@ -30,7 +30,8 @@ export function renewIntervalMs(ttlMs: number): number {
   return Math.max(500, Math.min(RENEW_INTERVAL_MS, Math.floor(ttlMs / 3)));
 }
 
-export function toOffer(lease: LeaseRow, detail: OfferDetail | undefined, ttlMs: number): Offer {
+/** The offer of a delivered lease; a step with no timeout of its own gets `defaultTimeoutMs` (steps.default_timeout). */
+export function toOffer(lease: LeaseRow, detail: OfferDetail | undefined, ttlMs: number, defaultTimeoutMs?: number): Offer {
   return {
     step_id: lease.stepId,
     run_id: lease.runId,
@@ -39,7 +40,7 @@ export function toOffer(lease: LeaseRow, detail: OfferDetail | undefined, ttlMs:
     step: detail?.step ?? String(lease.stepId),
     command: detail?.command ?? '',
     env: detail?.env ?? {},
-    timeout_ms: detail?.timeoutMs ?? null,
+    timeout_ms: detail?.timeoutMs ?? defaultTimeoutMs ?? null,
     lease_ttl_ms: ttlMs,
     ack_deadline_ms: ackDeadlineMs(ttlMs),
     renew_interval_ms: renewIntervalMs(ttlMs),

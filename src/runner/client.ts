@@ -142,10 +142,11 @@ export class RunnerClient {
     return this.batch('complete', { completions }, completions, signal);
   }
 
-  /** Appends chunks to the step's log; 'lost' when the lease is fenced. */
-  async logs(stepId: number, token: string, chunks: LogChunk[], signal?: AbortSignal): Promise<'ok' | 'lost'> {
+  /** Appends chunks to the step's log; 'lost' when the lease is fenced, 'full' when the step's log reached its cap. */
+  async logs(stepId: number, token: string, chunks: LogChunk[], signal?: AbortSignal): Promise<'ok' | 'lost' | 'full'> {
     const r = await this.call('logs', { step_id: stepId, token, chunks }, { auth: true, timeoutMs: this.timeoutMs, signal, max500s: LOG_MAX_500S });
-    return r.status === 409 ? 'lost' : 'ok';
+    if (r.status === 409) return 'lost';
+    return r.body?.truncated === true ? 'full' : 'ok';
   }
 
   private async batch(path: string, body: unknown, items: LeaseRef[], signal?: AbortSignal): Promise<ItemResult[]> {

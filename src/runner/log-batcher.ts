@@ -2,8 +2,11 @@ import { systemClock, type Clock } from '../clock.js';
 import type { LogChunk } from './protocol.js';
 
 export interface LogBatcherOptions {
-  /** One logs call; 'lost' when the lease is fenced. The signal aborts it when close() gives up. */
-  send: (chunks: LogChunk[], signal: AbortSignal) => Promise<'ok' | 'lost'>;
+  /**
+   * One logs call; 'lost' when the lease is fenced, 'full' when the server keeps no more of this
+   * step's output (its log cap). The signal aborts it when close() gives up.
+   */
+  send: (chunks: LogChunk[], signal: AbortSignal) => Promise<'ok' | 'lost' | 'full'>;
   /** The lease is fenced: the step must be killed. Called once. */
   onLost: () => void;
   /** A batch that could not be delivered for another reason (it is dropped). */
@@ -37,6 +40,7 @@ export class LogBatcher {
   private bytes = 0;
   private dropped = 0;
   private lost = false;
+  private full = false;
   private closing = false;
   private timer?: AbortController;
   private pumping?: Promise<void>;
@@ -58,8 +62,13 @@ export class LogBatcher {
     return this.lost;
   }
 
+  /** The server's log of this step is full: output is no longer sent. */
+  get isFull(): boolean {
+    return this.full;
+  }
+
   push(stream: LogChunk['stream'], text: string): void {
-    if (this.lost || this.closing || text.length === 0) return;
+    if (this.lost || this.full || this.closing || text.length === 0) return;
     const size = Buffer.byteLength(text);
     if (this.bytes + size > this.opts.maxBufferedBytes) {
       this.dropped += size;
@@ -156,11 +165,18 @@ export class LogBatcher {
     const batch = this.take(this.opts.maxBatchBytes);
     this.calls++;
     try {
-      if ((await this.opts.send(batch, this.giveUp.signal)) === 'lost') {
+      const answer = await this.opts.send(batch, this.giveUp.signal);
+      if (answer === 'lost') {
         this.lost = true;
         this.buffer = [];
         this.bytes = 0;
         this.opts.onLost();
+      } else if (answer === 'full') {
+        // The server already wrote the truncation line; nothing more of this step is kept.
+        this.full = true;
+        this.droppedBytes += this.bytes;
+        this.buffer = [];
+        this.bytes = 0;
       }
     } catch (err) {
       const size = batch.reduce((n, c) => n + Buffer.byteLength(c.text), 0);

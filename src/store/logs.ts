@@ -1,4 +1,4 @@
-import { storableText } from '../core/bounds.js';
+import { oneLine, storableText } from '../core/bounds.js';
 import type { Pool, PoolClient } from './pool.js';
 
 type Db = Pool | PoolClient;
@@ -15,28 +15,90 @@ export interface LogLine {
   at: Date;
 }
 
-/**
- * Appends a runner's output chunks to the step's current attempt. Output is arbitrary: a NUL or an
- * unpaired surrogate (which text and jsonb cannot hold) is stored visibly replaced (storableText). Nothing is written when the
- * attempt is not the step's current one or its log is sealed; returns how many chunks landed.
- * (The lease token is checked by the caller; this is the store's own guard.)
- */
-export async function stepLogAppend(db: Db, p: { stepId: number; attempt: number; chunks: Array<{ stream: 'stdout' | 'stderr'; text: string }> }): Promise<number> {
-  if (p.chunks.length === 0) return 0;
-  const { rowCount } = await db.query(
-    `INSERT INTO step_logs (step_id, attempt, stream, chunk)
-     SELECT s.id, s.attempt, c.stream, c.text
-       FROM steps s, jsonb_to_recordset($3::jsonb) AS c(ord int, stream text, text text)
-      WHERE s.id = $1 AND s.attempt = $2 AND NOT s.log_sealed AND c.stream IN ('stdout', 'stderr')
-      ORDER BY c.ord`,
-    [p.stepId, p.attempt, JSON.stringify(p.chunks.map((c, ord) => ({ ord, stream: c.stream, text: storableText(c.text) })))],
-  );
-  return rowCount ?? 0;
+/** The per-step cap when the caller names none: `logs.max_step_bytes`' default. */
+export const DEFAULT_MAX_STEP_LOG_BYTES = 10 * 1024 * 1024;
+
+export interface LogAppendResult {
+  /** Chunks stored. */
+  stored: number;
+  /** The step's log reached its cap with this batch or before: the rest was dropped. */
+  truncated: boolean;
 }
 
-/** A line from opschain itself (started, requeued, cancelled, sealed); written even to a sealed log. */
+/**
+ * Appends a runner's output chunks to the step's current attempt. Nothing is written when the
+ * attempt is not the step's current one or its log is sealed. Output is arbitrary: a NUL or an
+ * unpaired surrogate (which text and jsonb cannot hold) is stored visibly replaced (storableText).
+ * At most `maxBytes` per attempt are kept: the batch that crosses the cap is cut there and
+ * followed by one system line saying so; later batches are dropped.
+ * (The lease token is checked by the caller; this is the store's own guard.)
+ */
+export async function stepLogAppend(db: Db, p: { stepId: number; attempt: number; chunks: Array<{ stream: 'stdout' | 'stderr'; text: string }>; maxBytes?: number }): Promise<LogAppendResult> {
+  const chunks = p.chunks.filter((c) => c.stream === 'stdout' || c.stream === 'stderr').map((c) => ({ stream: c.stream, text: storableText(c.text) }));
+  if (chunks.length === 0) return { stored: 0, truncated: false };
+  const cap = p.maxBytes ?? DEFAULT_MAX_STEP_LOG_BYTES;
+  const size = chunks.reduce((n, c) => n + Buffer.byteLength(c.text), 0);
+  // Count the batch against the attempt's budget first; no row: stale attempt, sealed, or already full.
+  const { rows } = await db.query(
+    `UPDATE steps SET log_bytes = CASE WHEN log_attempt = $2 THEN log_bytes ELSE 0 END + $3, log_attempt = $2
+      WHERE id = $1 AND attempt = $2 AND NOT log_sealed AND (log_attempt <> $2 OR log_bytes < $4)
+      RETURNING log_bytes - $3 AS before`,
+    [p.stepId, p.attempt, size, cap],
+  );
+  if (!rows[0]) {
+    const { rows: full } = await db.query(`SELECT 1 FROM steps WHERE id = $1 AND attempt = $2 AND NOT log_sealed AND log_attempt = $2 AND log_bytes >= $3`, [p.stepId, p.attempt, cap]);
+    return { stored: 0, truncated: full.length > 0 };
+  }
+  let room = cap - Number(rows[0].before);
+  const kept: typeof chunks = [];
+  for (const c of chunks) {
+    if (room <= 0) break;
+    const n = Buffer.byteLength(c.text);
+    const text = n <= room ? c.text : prefixWithinBytes(c.text, room);
+    if (text) kept.push({ stream: c.stream, text });
+    room -= n;
+  }
+  const truncated = room < 0;
+  const lines = kept.map((c, ord) => ({ ord, stream: c.stream, text: c.text }));
+  if (truncated) {
+    lines.push({ ord: lines.length, stream: 'system' as never, text: `log truncated: this attempt's output passed ${formatBytes(cap)} (logs.max_step_bytes); the rest is dropped` });
+  }
+  const { rowCount } = await db.query(
+    `INSERT INTO step_logs (step_id, attempt, stream, chunk)
+     SELECT $1, $2, c.stream, c.text
+       FROM jsonb_to_recordset($3::jsonb) AS c(ord int, stream text, text text)
+      ORDER BY c.ord`,
+    [p.stepId, p.attempt, JSON.stringify(lines)],
+  );
+  return { stored: Math.min(rowCount ?? 0, kept.length), truncated };
+}
+
+function formatBytes(n: number): string {
+  if (n % (1024 * 1024) === 0) return `${n / (1024 * 1024)} MiB`;
+  if (n % 1024 === 0) return `${n / 1024} KiB`;
+  return `${n} bytes`;
+}
+
+/** The longest prefix of text whose UTF-8 encoding fits in max bytes, never splitting a character. */
+function prefixWithinBytes(text: string, max: number): string {
+  let bytes = 0;
+  let i = 0;
+  while (i < text.length) {
+    const code = text.codePointAt(i)!;
+    const width = code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
+    if (bytes + width > max) break;
+    bytes += width;
+    i += code >= 0x10000 ? 2 : 1;
+  }
+  return text.slice(0, i);
+}
+
+/**
+ * A line from opschain itself (started, requeued, cancelled, sealed); written even to a sealed log.
+ * Always one line: a runner's reason or cause inside it cannot start a line of its own.
+ */
 export async function stepLogSystem(db: Db, p: { stepId: number; attempt: number; text: string }): Promise<void> {
-  await db.query(`INSERT INTO step_logs (step_id, attempt, stream, chunk) VALUES ($1, $2, 'system', $3)`, [p.stepId, p.attempt, p.text]);
+  await db.query(`INSERT INTO step_logs (step_id, attempt, stream, chunk) VALUES ($1, $2, 'system', $3)`, [p.stepId, p.attempt, storableText(oneLine(p.text))]);
 }
 
 /** The system line that opens an attempt's log, naming the runner it went to. */

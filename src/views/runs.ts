@@ -1,3 +1,4 @@
+import { oneLine, visibleControls } from '../core/bounds.js';
 import { formatDuration } from '../core/duration.js';
 import type { LogLine } from '../store/logs.js';
 import type { RunRow, RunStatus, RunSummary, StepRow, StepStatus } from '../store/runs.js';
@@ -179,10 +180,15 @@ export function logLineView(l: LogLine): LogLineView {
   return { id: l.id, step: l.step, attempt: l.attempt, stream: l.stream, text: l.text, at: l.at.toISOString() };
 }
 
-/** Human log output: each text line prefixed by its step; opschain's own lines marked with `#`. */
-export function logLineText(l: LogLineView, width: number): string[] {
+/**
+ * Human log output: each text line prefixed by its step; opschain's own lines marked with `#` and
+ * always one line each. With `terminal` (stdout is a TTY), control characters and escape sequences
+ * in step output are shown as `\x1b`-style text rather than obeyed.
+ */
+export function logLineText(l: LogLineView, width: number, opts: { terminal?: boolean } = {}): string[] {
   const tag = l.step.padEnd(width);
   const mark = l.stream === 'system' ? '#' : l.stream === 'stderr' ? '!' : '|';
-  const text = l.text.endsWith('\n') ? l.text.slice(0, -1) : l.text;
-  return text.split('\n').map((t) => `${tag} ${mark} ${t}`);
+  const body = l.text.endsWith('\n') ? l.text.slice(0, -1) : l.text;
+  const lines = l.stream === 'system' ? [oneLine(body)] : body.split('\n');
+  return lines.map((t) => `${tag} ${mark} ${opts.terminal ? visibleControls(t) : t}`);
 }

@@ -97,6 +97,8 @@ describe('the HTTP edge', () => {
     expect(got.status).toBe(200);
     const offer = got.body.offers[0];
     expect(Number(offer.step_id)).toBe(stepIds[0]);
+    // A step whose run file sets no timeout gets steps.default_timeout (1 h).
+    expect(offer.timeout_ms).toBe(3_600_000);
     const r = await raw('POST', '/api/runner/logs', { step_id: offer.step_id, token: offer.token, chunks: [{ stream: 'stdout', text: 'a\u0000b\ud800c\n' }] }, asRunner());
     expect(r.status).toBe(200);
     const { rows } = await db.current.pool.query(`SELECT chunk FROM step_logs WHERE step_id = $1 AND stream = 'stdout'`, [stepIds[0]]);

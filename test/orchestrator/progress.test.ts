@@ -108,14 +108,14 @@ steps:
     const pool = db.current.pool;
     const run = await submit('name: lost\nsteps:\n  a: { run: sleep 100 }\n  b: { run: echo b, needs: [a] }\n');
     const a = await deliver(pool, { run, step: 'a' });
-    expect(await stepLogAppend(pool, { stepId: a.stepId, attempt: 1, chunks: [{ stream: 'stdout', text: 'working\n' }] })).toBe(1);
+    expect(await stepLogAppend(pool, { stepId: a.stepId, attempt: 1, chunks: [{ stream: 'stdout', text: 'working\n' }] })).toEqual({ stored: 1, truncated: false });
     await complete(pool, a, { status: 'system_error', cause: 'runner lost: lease expired without a result', event: 'runner_lost' });
     expect(await runState(pool, run)).toEqual({ status: 'error', cause: 'step a: runner lost: lease expired without a result', finished: true });
     expect(await stepStates(pool, run)).toEqual({ a: 'system_error/1', b: 'skipped/0' });
     const { rows } = await pool.query(`SELECT log_sealed FROM steps WHERE id = $1`, [a.stepId]);
     expect(rows[0].log_sealed).toBe(true);
     // Late output from the lost runner is refused.
-    expect(await stepLogAppend(pool, { stepId: a.stepId, attempt: 1, chunks: [{ stream: 'stdout', text: 'late\n' }] })).toBe(0);
+    expect(await stepLogAppend(pool, { stepId: a.stepId, attempt: 1, chunks: [{ stream: 'stdout', text: 'late\n' }] })).toEqual({ stored: 0, truncated: false });
     const lines = await stepLogRead(pool, { runId: run });
     expect(lines.map((l) => [l.stream, l.text])).toEqual([
       ['system', 'attempt 1 started on runner rnr_test'],

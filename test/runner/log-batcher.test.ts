@@ -4,7 +4,7 @@ import { LogBatcher } from '../../src/runner/log-batcher.js';
 import type { LogChunk } from '../../src/runner/protocol.js';
 import { ManualClock } from './manual-clock.js';
 
-function recorder(answer: () => Promise<'ok' | 'lost'> = async () => 'ok') {
+function recorder(answer: () => Promise<'ok' | 'lost' | 'full'> = async () => 'ok') {
   const calls: LogChunk[][] = [];
   return { calls, send: async (chunks: LogChunk[]) => { calls.push(chunks.map((c) => ({ ...c }))); return answer(); } };
 }
@@ -136,5 +136,17 @@ describe('log batcher', () => {
     await closing;
     expect(aborted).toBe(true);
     expect(b.droppedBytes).toBe(5);
+  });
+
+  it('once the server says the step\'s log is full, nothing more is sent', async () => {
+    const r = recorder(async () => 'full');
+    const b = new LogBatcher({ send: r.send, onLost: () => {}, clock: new ManualClock(), maxBatchBytes: 4 });
+    b.push('stdout', 'abcd');
+    b.push('stdout', 'efgh');
+    await b.close();
+    b.push('stdout', 'ijkl');
+    expect(r.calls).toHaveLength(1);
+    expect(b.isFull).toBe(true);
+    expect(b.droppedBytes).toBe(4);
   });
 });
