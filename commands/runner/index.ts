@@ -19,6 +19,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
     executor: Flags.string({ description: 'an executor this runner offers (repeatable) [default: shell]', multiple: true }),
     grace: Flags.string({ description: 'on SIGTERM, how long running steps may take before they are stopped and released', default: '30s' }),
     group: Flags.string({ description: 'the runner group it joins' }),
+    history: Flags.string({ description: 'append each step\'s start and finish (step, attempt, token, times, outcome) to this file as JSON lines', env: 'OPSCHAIN_RUNNER_HISTORY' }),
     label: Flags.string({ description: 'a label for placement (repeatable)', multiple: true }),
     'log-level': Flags.string({ description: 'how much the runner logs', default: 'info', options: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] }),
     'max-load': Flags.integer({ description: 'capacity in step load units [default: CPU threads]', min: 1 }),
@@ -56,6 +57,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
         stepUser: f['step-user'],
         graceMs,
         once: f.once,
+        history: f.history,
       },
       log,
     ).catch((err) => {

@@ -47,6 +47,8 @@ export interface StepEvent {
   runId: number;
   step: string;
   attempt: number;
+  /** The lease token the attempt ran under. */
+  token: string;
   pid?: number;
   outcome?: 'completed' | 'lost' | 'released' | 'abandoned';
   result?: ExecResult;
@@ -490,7 +492,7 @@ export class RunnerAgent {
   }
 
   private eventOf(step: ActiveStep): StepEvent {
-    return { stepId: step.offer.step_id, runId: step.offer.run_id, step: step.offer.step, attempt: step.offer.attempt, pid: step.execution?.pid };
+    return { stepId: step.offer.step_id, runId: step.offer.run_id, step: step.offer.step, attempt: step.offer.attempt, token: step.offer.token, pid: step.execution?.pid };
   }
 }
 

@@ -5,6 +5,7 @@ import { readLocalSecret, readServerRecord } from '../home.js';
 import type { Logger } from '../logger.js';
 import { RunnerAgent } from './agent.js';
 import { RunnerClient } from './client.js';
+import { recordHistory } from './history.js';
 import { ensureIdentity, identityPath, type RunnerIdentity } from './identity.js';
 import { runnerLockAcquire } from './lock.js';
 import { PROTOCOL_VERSION } from './protocol.js';
@@ -32,6 +33,8 @@ export interface RunnerSettings {
   passEnv?: string[];
   /** `--step-user`: the unprivileged account steps run as. */
   stepUser?: string;
+  /** Append every step start and finish to this file (JSON lines; see history.ts). */
+  history?: string;
 }
 
 export class RunnerSetupError extends Error {
@@ -156,6 +159,7 @@ export async function prepareRunner(settings: RunnerSettings, log: Logger, signa
       stepUser,
       records,
     });
+    if (settings.history) recordHistory(agent.events, settings.history, identity.runnerId);
     return { agent, client, identity, identityFile, registered, servers, name, workDir, unlock };
   } catch (err) {
     unlock();
