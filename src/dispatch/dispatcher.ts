@@ -46,8 +46,9 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
   }
   const parkedRunners = await fleetRead(deps.pool, { runnerIds: [...new Set(parked.map((a) => a.runner.id))] });
   const postures = new Map(parkedRunners.map((r) => [r.runnerId, r]));
-  const byRunner = new Map<string, ParkedAcquire[]>();
   const waiters: Waiter[] = [];
+  /** The acquire call each waiter stands for: an offer goes to the very call it was planned on. */
+  const callOfWaiter = new Map<Waiter, ParkedAcquire>();
   for (const a of parked) {
     const p = postures.get(a.runner.id);
     if (!p) continue;
@@ -65,7 +66,7 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
       onlyRunId: a.onlyRunId,
       drained: p.drained,
     });
-    byRunner.set(a.runner.id, [...(byRunner.get(a.runner.id) ?? []), a]);
+    callOfWaiter.set(waiters[waiters.length - 1], a);
   }
   const totalSlots = waiters.filter((w) => !w.drained).reduce((n, w) => n + w.slots, 0);
   if (totalSlots === 0) return result;
@@ -73,7 +74,11 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
   const delivered = await withTransaction(deps.pool, async (client) => {
     let deliveries: Delivery[] = [];
     let after: { lane: number; position: number } | undefined;
-    const remaining = waiters.map((w) => ({ ...w }));
+    const remaining = waiters.map((w) => {
+      const copy = { ...w };
+      callOfWaiter.set(copy, callOfWaiter.get(w)!);
+      return copy;
+    });
     // What earlier pages of this tick planned and the store does not show yet: the next page's
     // plan counts them, so a pin binds its siblings and no cap or pool limit is overrun.
     const fair = deps.fair.clone();
@@ -116,9 +121,10 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
           tickOut.set(d.entry.runId, (tickOut.get(d.entry.runId) ?? 0) + 1);
         }
         for (const name of d.entry.pools) tickHolds.set(name, (tickHolds.get(name) ?? 0) + 1);
-        const w = remaining.find((x) => x.runnerId === d.waiter.runnerId)!;
-        w.slots -= 1;
-        w.runningLoad += d.entry.load;
+        // The plan's waiter is this tick's copy of one acquire call: that call has one slot fewer,
+        // and the runner's load grows on every call it has parked.
+        d.waiter.slots -= 1;
+        for (const w of remaining) if (w.runnerId === d.waiter.runnerId) w.runningLoad += d.entry.load;
       }
       if (claims.length < Math.min(CLAIM_BATCH, slots)) break;
       const last: QueueEntry = claims[claims.length - 1];
@@ -142,19 +148,18 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
         deliveries = deliveries.filter((d) => !dropped.includes(d));
       }
     }
-    // Offers go to specific acquire calls: spread a runner's deliveries over its parked calls.
-    const items = deliveries.map((d) => ({ stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: null as string | null, acked: false }));
+    // Each offer goes to the acquire call it was planned on (its slots and its only_run_id held).
     const callOf = new Map<number, ParkedAcquire>();
-    const used = new Map<number, number>();
-    for (const [i, d] of deliveries.entries()) {
-      const call = (byRunner.get(d.waiter.runnerId) ?? []).find((a) => (used.get(a.seq) ?? 0) < a.slots && (a.onlyRunId === null || a.onlyRunId === d.entry.runId));
-      if (!call) continue;
-      used.set(call.seq, (used.get(call.seq) ?? 0) + 1);
-      callOf.set(d.entry.stepId, call);
-      items[i].requestId = call.requestId;
-      items[i].acked = call.ackOnDelivery ?? false;
-    }
-    const leases = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items: items.filter((i) => callOf.has(i.stepId)) });
+    for (const d of deliveries) callOf.set(d.entry.stepId, callOfWaiter.get(d.waiter)!);
+    const items = deliveries.map((d) => {
+      const call = callOf.get(d.entry.stepId)!;
+      return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId, acked: call.ackOnDelivery ?? false };
+    });
+    const leases = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items });
+    // A planned delivery that did not become a lease stays queued: it must not keep a pool hold.
+    const leased = new Set(leases.map((l) => l.stepId));
+    const unheld = deliveries.filter((d) => d.entry.pools.length > 0 && !leased.has(d.entry.stepId)).map((d) => d.entry.stepId);
+    if (unheld.length > 0) await poolHoldRelease(client, unheld);
     await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! })));
     const details = await offerDetails(client, leases.map((l) => l.stepId));
     return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries };
