@@ -2,12 +2,14 @@ import { adminFleetApi } from './api/admin-fleet.js';
 import { adminQueueApi } from './api/admin-queue.js';
 import { adminReplicaApi } from './api/admin-replicas.js';
 import { metricsApi } from './api/metrics.js';
+import { webhookApi } from './api/webhooks.js';
 import { coordinationFeature } from './coordination/coordinator.js';
 import { expireOnce } from './dispatch/lifecycle.js';
 import { dispatchFeature } from './dispatch/feature.js';
 import { postureExpiryPass } from './dispatch/postures.js';
 import { orchestratorHooks } from './orchestrator/progress.js';
 import type { Feature, ServerContext } from './server.js';
+import { launchFeature } from './triggers/feature.js';
 
 /** The lost-runner expiry sweep runs on the leader's coordination tick: once across the replicas. */
 const expirySweep = async (ctx: ServerContext) => (ctx.dispatch ? expireOnce(ctx.dispatch) : undefined);
@@ -23,5 +25,7 @@ export function serverFeatures(): Feature[] {
     adminFleetApi(),
     adminQueueApi(),
     dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
+    webhookApi(),
+    launchFeature(),
   ];
 }

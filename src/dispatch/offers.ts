@@ -17,6 +17,8 @@ export interface Offer {
   run_scope: boolean;
   /** Present and true when the acquire asked for ack_on_delivery: the offer is acked already. */
   acked?: boolean;
+  /** Runs a webhook started: its payload, which the runner writes to the file OPSCHAIN_WEBHOOK_PAYLOAD names. */
+  webhook_payload?: string;
 }
 
 export const RENEW_INTERVAL_MS = 60_000;
@@ -47,5 +49,6 @@ export function toOffer(lease: LeaseRow, detail: OfferDetail | undefined, ttlMs:
     max_parallel_steps: detail?.maxParallelSteps ?? lease.maxParallel,
     run_scope: lease.runScope,
     ...(lease.ackedAt ? { acked: true } : {}),
+    ...(detail?.webhookPayload != null ? { webhook_payload: detail.webhookPayload } : {}),
   };
 }

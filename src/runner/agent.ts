@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { chownSync, mkdirSync, rmdirSync, rmSync } from 'node:fs';
+import { chownSync, mkdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { systemClock, type Clock } from '../clock.js';
 import { formatDuration } from '../core/duration.js';
@@ -301,6 +301,11 @@ export class RunnerAgent {
       mkdirSync(join(dir, '..'), { recursive: true, mode: 0o711 });
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       if (stepUser) chownSync(dir, stepUser.uid, stepUser.gid);
+      if (offer.webhook_payload !== undefined && env.OPSCHAIN_WEBHOOK_PAYLOAD) {
+        // A run started by a webhook: its payload as a file in the step's work dir, named by the env.
+        writeFileSync(env.OPSCHAIN_WEBHOOK_PAYLOAD, offer.webhook_payload, { mode: 0o600 });
+        if (stepUser) chownSync(env.OPSCHAIN_WEBHOOK_PAYLOAD, stepUser.uid, stepUser.gid);
+      }
       execution = execute({
         user: stepUser,
         command: offer.command,

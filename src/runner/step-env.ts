@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Offer } from './protocol.js';
 
 /**
@@ -7,6 +8,9 @@ import type { Offer } from './protocol.js';
  * opschain's own. docs/security.md lists them; `--pass-env` adds more by name or `PREFIX_*`.
  */
 export const STEP_ENV_INHERITED = ['PATH', 'LANG', 'LANGUAGE', 'LC_ALL', 'LC_CTYPE', 'LC_MESSAGES', 'LC_NUMERIC', 'LC_TIME', 'TZ', 'TMPDIR'] as const;
+
+/** The file a webhook-started run's payload is written to, in each step's work dir ($OPSCHAIN_WEBHOOK_PAYLOAD). */
+export const WEBHOOK_PAYLOAD_FILE = 'opschain-webhook-payload';
 
 /** PATH when the runner has none. */
 export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -71,7 +75,7 @@ export function resolveStepUser(name: string, ownUid = process.getuid?.() ?? -1)
  * The whole environment of one step: the inherited few, what `--pass-env` allows, the run's and
  * step's own `env`, and the step's identity. Nothing else of the runner's environment.
  */
-export function stepEnvironment(p: { runnerEnv: NodeJS.ProcessEnv; passEnv: string[]; stepUser?: StepUser; offer: Pick<Offer, 'env' | 'run_id' | 'step' | 'attempt'>; dir: string }): NodeJS.ProcessEnv {
+export function stepEnvironment(p: { runnerEnv: NodeJS.ProcessEnv; passEnv: string[]; stepUser?: StepUser; offer: Pick<Offer, 'env' | 'run_id' | 'step' | 'attempt' | 'webhook_payload'>; dir: string }): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const k of STEP_ENV_INHERITED) if (p.runnerEnv[k] !== undefined) env[k] = p.runnerEnv[k];
   env.PATH ??= DEFAULT_PATH;
@@ -97,5 +101,7 @@ export function stepEnvironment(p: { runnerEnv: NodeJS.ProcessEnv; passEnv: stri
     OPSCHAIN_ATTEMPT: String(p.offer.attempt),
     OPSCHAIN_WORK_DIR: p.dir,
   });
+  // A run a webhook started: the agent writes its payload to this file before the step starts.
+  if (p.offer.webhook_payload !== undefined) env.OPSCHAIN_WEBHOOK_PAYLOAD = join(p.dir, WEBHOOK_PAYLOAD_FILE);
   return env;
 }

@@ -265,6 +265,8 @@ export interface OfferDetail {
   env: Record<string, string>;
   timeoutMs: number | null;
   maxParallelSteps: number;
+  /** The webhook payload of a run a webhook started (written to a file in the step's work dir). */
+  webhookPayload: string | null;
 }
 
 /** What a runner needs to execute delivered steps: command, merged env (run, then step), timeout. */
@@ -272,12 +274,12 @@ export async function offerDetails(db: Db, stepIds: number[]): Promise<Map<numbe
   const out = new Map<number, OfferDetail>();
   if (stepIds.length === 0) return out;
   const { rows } = await db.query(
-    `SELECT s.id, s.run_id, s.name, s.command, r.env || s.env AS env, s.timeout_ms, r.max_parallel_steps
+    `SELECT s.id, s.run_id, s.name, s.command, r.env || s.env AS env, s.timeout_ms, r.max_parallel_steps, r.trigger_payload
        FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1::bigint[])`,
     [stepIds],
   );
   for (const r of rows) {
-    out.set(Number(r.id), { stepId: Number(r.id), runId: Number(r.run_id), step: r.name, command: r.command, env: r.env ?? {}, timeoutMs: r.timeout_ms, maxParallelSteps: r.max_parallel_steps });
+    out.set(Number(r.id), { stepId: Number(r.id), runId: Number(r.run_id), step: r.name, command: r.command, env: r.env ?? {}, timeoutMs: r.timeout_ms, maxParallelSteps: r.max_parallel_steps, webhookPayload: r.trigger_payload ?? null });
   }
   return out;
 }

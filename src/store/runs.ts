@@ -427,10 +427,13 @@ export async function runProgress(client: PoolClient, runId: number): Promise<Ru
 
 /** Final status, cause (kept when one was already recorded) and finish time. */
 export async function runFinish(client: PoolClient, p: { runId: number; status: Exclude<RunStatus, 'running'>; cause: string | null }): Promise<void> {
+  // A run started from a template wakes the launch loop: launches waiting on its cap go at once.
   await client.query(
-    `UPDATE runs SET status = $2, cause = coalesce(cause, $3), finished_at = now(),
-            open_steps = (SELECT count(*) FROM steps WHERE run_id = $1 AND status IN ('pending', 'ready', 'running'))
-      WHERE id = $1`,
+    `WITH done AS (
+       UPDATE runs SET status = $2, cause = coalesce(cause, $3), finished_at = now(),
+              open_steps = (SELECT count(*) FROM steps WHERE run_id = $1 AND status IN ('pending', 'ready', 'running'))
+        WHERE id = $1 RETURNING template_name)
+     SELECT pg_notify('opschain_triggers', 'run:' || template_name) FROM done WHERE template_name IS NOT NULL`,
     [p.runId, p.status, p.cause],
   );
 }

@@ -1,0 +1,24 @@
+import Table from 'cli-table3';
+import { BaseCommand } from '../../src/cli/base.js';
+import { triggersList, type TriggerView } from '../../src/triggers/manage.js';
+import { TRIGGER_HEAD, triggerRows } from '../../src/views/triggers.js';
+
+export default class TriggersList extends BaseCommand<typeof TriggersList> {
+  static override description = 'Every schedule, one-shot and webhook: its template, when it fires, the next due time and whether it is enabled.';
+  static override enableJsonFlag = true;
+  static override examples = ['<%= config.bin %> triggers list', '<%= config.bin %> triggers list --json'];
+  static override summary = 'List triggers';
+
+  async run(): Promise<{ triggers: TriggerView[] }> {
+    const triggers = await triggersList(await this.store());
+    if (!this.jsonEnabled()) {
+      if (triggers.length === 0) this.log('no triggers');
+      else {
+        const table = new Table({ head: TRIGGER_HEAD });
+        table.push(...triggerRows(triggers));
+        this.log(table.toString());
+      }
+    }
+    return { triggers };
+  }
+}

@@ -1,0 +1,19 @@
+import { Args } from '@oclif/core';
+import { BaseCommand } from '../../src/cli/base.js';
+import { cliActor } from '../../src/cli/runs.js';
+import { parseTriggerId, triggerRemove } from '../../src/triggers/manage.js';
+
+export default class TriggersRemove extends BaseCommand<typeof TriggersRemove> {
+  static override args = { id: Args.string({ description: 'trigger id', required: true }) };
+  static override description = 'Removes a trigger (a webhook with its deliveries). Its tick history stays until the retention prunes it; runs it started are untouched.';
+  static override enableJsonFlag = true;
+  static override examples = ['<%= config.bin %> triggers remove 12'];
+  static override summary = 'Remove a trigger';
+
+  async run(): Promise<{ id: number; kind: string }> {
+    const { args } = await this.parse(TriggersRemove);
+    const r = await triggerRemove(await this.store(), { id: parseTriggerId(args.id), actor: cliActor() });
+    if (!this.jsonEnabled()) this.log(`trigger ${r.id} (${r.kind}) removed`);
+    return r;
+  }
+}

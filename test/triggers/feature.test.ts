@@ -1,0 +1,71 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { coordinationFeature } from '../../src/coordination/coordinator.js';
+import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { orchestratorHooks } from '../../src/orchestrator/progress.js';
+import { runCancel } from '../../src/orchestrator/cancel.js';
+import type { ServerHandle } from '../../src/server.js';
+import { launchFeature } from '../../src/triggers/feature.js';
+import type { LaunchReport } from '../../src/triggers/launch.js';
+import { launchReconcile, oneShotAdd, templatePut, triggerShow } from '../../src/triggers/manage.js';
+import { useTestDatabase, waitFor } from '../support/db.js';
+import { startTestServer } from '../support/server.js';
+
+const TEMPLATE = (name: string) => `name: ${name}\nsteps:\n  hello:\n    run: echo hello\n`;
+
+describe('the launch loop in a replica', () => {
+  const db = useTestDatabase();
+  let servers: ServerHandle[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+    servers = [];
+    await db.current.pool.query(`TRUNCATE replicas, coordination_leases, run_templates, schedules, one_shots, trigger_ticks, runs CASCADE`);
+  });
+
+  it('only the leader runs it; a one-shot written through a non-leader replica fires within the probe interval', async () => {
+    const features = () => [coordinationFeature({ timing: { tickMs: 200 }, hooks: orchestratorHooks }), launchFeature()];
+    const a = await startTestServer(db.current.url, { features: features() });
+    servers.push(a);
+    await waitFor(() => a.ctx.ownership.isLeader(), { what: 'a leads' });
+    const b = await startTestServer(db.current.url, { features: features() });
+    servers.push(b);
+    const sleeps: number[] = [];
+    const passesOnB: LaunchReport[] = [];
+    a.ctx.events.on('launch:pass', (r: LaunchReport) => sleeps.push(r.sleepMs));
+    b.ctx.events.on('launch:pass', (r: LaunchReport) => passesOnB.push(r));
+    await nextCoordinationEvent(b.ctx.events, 'coordination:tick', (t) => !t.leader);
+
+    await templatePut(b.ctx.pool, { text: TEMPLATE('t'), actor: 'test' });
+    const shot = await oneShotAdd(b.ctx.pool, { template: 't', at: 'now', actor: 'test' });
+    const fired = await waitFor(async () => (await triggerShow(b.ctx.pool, { id: shot.id })).ticks.find((t) => t.outcome === 'fired'), { timeoutMs: 15_000, what: 'the one-shot fired' });
+    const { rows } = await db.current.pool.query(`SELECT extract(epoch FROM (t.fired_at - o.created_at)) * 1000 AS ms FROM trigger_ticks t JOIN one_shots o ON o.id = t.trigger_id WHERE t.id = $1`, [fired.id]);
+    // The loop never sleeps longer than the 2 s probe interval, and the NOTIFY usually wakes it at once;
+    // the wall-clock bound is generous for a loaded machine.
+    expect(sleeps.every((s) => s <= 2_000)).toBe(true);
+    expect(Number(rows[0].ms)).toBeLessThan(10_000);
+    expect(passesOnB).toEqual([]);
+  });
+
+  it('a finishing run of a capped template re-drives its held launch at once; reconcile releases held rows', async () => {
+    const server = await startTestServer(db.current.url, { features: [launchFeature()] });
+    servers.push(server);
+    const pool = server.ctx.pool;
+    await templatePut(pool, { text: TEMPLATE('capped'), maxConcurrentRuns: 1, actor: 'test' });
+    const first = await oneShotAdd(pool, { template: 'capped', at: 'now', actor: 'test' });
+    const second = await oneShotAdd(pool, { template: 'capped', at: 'now', actor: 'test' });
+    const runOf = async (id: number) => (await triggerShow(pool, { id })).ticks[0];
+    const firstTick = await waitFor(async () => (await runOf(first.id))?.runId ? runOf(first.id) : undefined, { what: 'first fired' });
+    await waitFor(async () => (await runOf(second.id))?.deferredReason, { what: 'second deferred' });
+
+    // With a 5 min discovery interval, only the finish's NOTIFY can fire it within the bound.
+    await runCancel(pool, firstTick!.runId!, { actor: 'test' });
+    const secondTick = await waitFor(async () => ((await runOf(second.id))?.outcome === 'fired' ? runOf(second.id) : undefined), { timeoutMs: 15_000, what: 'second fired' });
+    expect(secondTick!.deferredReason).toMatch(/max_concurrent_runs 1 reached/);
+
+    // A third waits behind the second; reconcile releases it and it is checked again at once (still capped).
+    const third = await oneShotAdd(pool, { template: 'capped', at: 'now', actor: 'test' });
+    await waitFor(async () => (await runOf(third.id))?.deferredReason, { what: 'third deferred' });
+    const rechecked = new Promise<LaunchReport>((resolve) => server.ctx.events.on('launch:pass', (r: LaunchReport) => r.deferred.length > 0 && resolve(r)));
+    await launchReconcile(pool, { actor: 'test' });
+    expect((await rechecked).deferred.map((d) => d.reason)).toEqual(['max_concurrent_runs 1 reached (1 running)']);
+  });
+});

@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { webhookApi } from '../../src/api/webhooks.js';
+import { webhookSignature } from '../../src/core/triggers.js';
+import { createLogger } from '../../src/logger.js';
+import type { ServerHandle } from '../../src/server.js';
+import { offerDetails } from '../../src/store/leases.js';
+import { deliveryCount } from '../../src/store/triggers.js';
+import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce } from '../../src/triggers/launch.js';
+import { templatePut, triggerShow, webhookAdd, type WebhookCreated } from '../../src/triggers/manage.js';
+import { useTestDatabase } from '../support/db.js';
+import { startTestServer } from '../support/server.js';
+
+const TEMPLATE = `name: deploy\nenv: { GIT_REF: none }\nsteps:\n  show:\n    run: cat "$OPSCHAIN_WEBHOOK_PAYLOAD"\n`;
+
+describe('signed webhooks', () => {
+  const db = useTestDatabase();
+  let server: ServerHandle;
+  let hook: WebhookCreated;
+  beforeAll(async () => {
+    server = await startTestServer(db.current.url, { features: [webhookApi()] });
+    await templatePut(db.current.pool, { text: TEMPLATE, actor: 'test' });
+  });
+  afterAll(async () => server?.stop());
+  beforeEach(async () => {
+    hook = await webhookAdd(db.current.pool, { template: 'deploy', maps: ['env.GIT_REF=$.ref'], actor: 'test' });
+  });
+
+  const post = (id: number, body: Buffer | string, headers: Record<string, string>) =>
+    fetch(`${server.url}/api/hooks/${id}`, { method: 'POST', body: typeof body === 'string' ? body : new Uint8Array(body), headers: { 'content-type': 'application/json', ...headers } });
+  const signed = (secret: string, body: Buffer | string, ts = Math.floor(Date.now() / 1000), extra: Record<string, string> = {}) => ({
+    'x-opschain-timestamp': String(ts),
+    'x-opschain-signature': webhookSignature(secret, String(ts), Buffer.from(body)),
+    ...extra,
+  });
+
+  it('a valid call answers 202 with the delivery id; the run gets the payload as a file and --map values', async () => {
+    const body = JSON.stringify({ ref: 'refs/heads/main', n: 1 });
+    const res = await post(hook.id, body, signed(hook.secret, body, undefined, { 'x-opschain-delivery': 'abc-1' }));
+    expect(res.status).toBe(202);
+    expect(await res.json()).toEqual({ delivery_id: 'abc-1', webhook: hook.id });
+    expect(await deliveryCount(db.current.pool, hook.id)).toBe(1);
+
+    const report = await launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new LaunchHolds(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
+    expect(report.claimed.deliveries).toBe(1);
+    expect(report.fired).toHaveLength(1);
+    const runId = report.fired[0].runId;
+    const { rows } = await db.current.pool.query(`SELECT s.id, s.env FROM steps s WHERE s.run_id = $1`, [runId]);
+    expect(rows[0].env).toEqual({ GIT_REF: 'refs/heads/main' });
+    const detail = (await offerDetails(db.current.pool, [Number(rows[0].id)])).get(Number(rows[0].id));
+    expect(detail?.webhookPayload).toBe(body);
+    const shown = await triggerShow(db.current.pool, { id: hook.id });
+    expect(shown.ticks[0]).toMatchObject({ outcome: 'fired', runId });
+    expect(shown.ticks[0].deliveryId).toEqual(expect.any(Number));
+  });
+
+  it('refuses a wrong signature, a stale timestamp, a replay and a 2 MiB body, recording nothing for them', async () => {
+    const body = JSON.stringify({ ref: 'x' });
+    const wrong = await post(hook.id, body, signed('ocwhk_not-the-secret', body));
+    expect(wrong.status).toBe(401);
+    expect((await wrong.json()).error.message).toBe('signature does not match');
+
+    const stale = await post(hook.id, body, signed(hook.secret, body, Math.floor(Date.now() / 1000) - 301));
+    expect(stale.status).toBe(401);
+    expect((await stale.json()).error.message).toBe('timestamp outside the 5-minute window');
+
+    const tampered = await post(hook.id, `${body} `, signed(hook.secret, body));
+    expect(tampered.status).toBe(401);
+
+    const unsigned = await post(hook.id, body, {});
+    expect(unsigned.status).toBe(401);
+
+    const big = Buffer.alloc(2 * 1024 * 1024, 0x20);
+    const tooBig = await post(hook.id, big, signed(hook.secret, big));
+    expect(tooBig.status).toBe(413);
+
+    expect(await deliveryCount(db.current.pool, hook.id)).toBe(0);
+
+    // A replay of one accepted call (same headers, same body) is refused; so is a reused delivery id.
+    const headers = signed(hook.secret, body);
+    expect((await post(hook.id, body, headers)).status).toBe(202);
+    const replay = await post(hook.id, body, headers);
+    expect(replay.status).toBe(409);
+    const ts = Math.floor(Date.now() / 1000) + 1;
+    expect((await post(hook.id, body, signed(hook.secret, body, ts, { 'x-opschain-delivery': 'd-7' }))).status).toBe(202);
+    expect((await post(hook.id, `${body}\n`, signed(hook.secret, `${body}\n`, ts, { 'x-opschain-delivery': 'd-7' }))).status).toBe(409);
+    expect(await deliveryCount(db.current.pool, hook.id)).toBe(2);
+
+    const unknown = await post(999_999, body, signed(hook.secret, body));
+    expect(unknown.status).toBe(404);
+  });
+});
