@@ -37,7 +37,7 @@ describe('the launch loop in a replica', () => {
     await templatePut(b.ctx.pool, { text: TEMPLATE('t'), actor: 'test' });
     const shot = await oneShotAdd(b.ctx.pool, { template: 't', at: 'now', actor: 'test' });
     const fired = await waitFor(async () => (await triggerShow(b.ctx.pool, { id: shot.id })).ticks.find((t) => t.outcome === 'fired'), { timeoutMs: 15_000, what: 'the one-shot fired' });
-    const { rows } = await db.current.pool.query(`SELECT extract(epoch FROM (t.fired_at - o.created_at)) * 1000 AS ms FROM trigger_ticks t JOIN one_shots o ON o.id = t.trigger_id WHERE t.id = $1`, [fired.id]);
+    const { rows } = await db.current.pool.query(`SELECT extract(epoch FROM (t.fired_at - o.created_at)) * 1000 AS ms FROM trigger_ticks t JOIN one_shots o ON o.id = t.trigger_id WHERE t.id = $1`, [fired!.id]);
     // The loop never sleeps longer than the 2 s probe interval, and the NOTIFY usually wakes it at once;
     // the wall-clock bound is generous for a loaded machine.
     expect(sleeps.every((s) => s <= 2_000)).toBe(true);

@@ -57,11 +57,11 @@ describe('signed webhooks', () => {
     const body = JSON.stringify({ ref: 'x' });
     const wrong = await post(hook.id, body, signed('ocwhk_not-the-secret', body));
     expect(wrong.status).toBe(401);
-    expect((await wrong.json()).error.message).toBe('signature does not match');
+    expect(((await wrong.json()) as { error: { message: string } }).error.message).toBe('signature does not match');
 
     const stale = await post(hook.id, body, signed(hook.secret, body, Math.floor(Date.now() / 1000) - 301));
     expect(stale.status).toBe(401);
-    expect((await stale.json()).error.message).toBe('timestamp outside the 5-minute window');
+    expect(((await stale.json()) as { error: { message: string } }).error.message).toBe('timestamp outside the 5-minute window');
 
     const tampered = await post(hook.id, `${body} `, signed(hook.secret, body));
     expect(tampered.status).toBe(401);
