@@ -70,6 +70,14 @@ describe('runner agent', () => {
     expect(existsSync(join(workDir, 'run-9'))).toBe(false);
   });
 
+  it('writes a webhook-started run\'s payload to the file $OPSCHAIN_WEBHOOK_PAYLOAD names, in the step\'s work dir', async () => {
+    const { workDir } = await startAgent();
+    api.offer({ step_id: 8, run_id: 4, step: 'deploy', command: 'echo "$OPSCHAIN_WEBHOOK_PAYLOAD"; cat "$OPSCHAIN_WEBHOOK_PAYLOAD"', webhook_payload: '{"ref":"main"}' });
+    await waitFor(() => api.completions.length === 1, { what: 'completion' });
+    expect(api.completions[0].exit_code).toBe(0);
+    expect(api.logText(8)).toBe(`${join(workDir, 'run-4', 'deploy.1', 'opschain-webhook-payload')}\n{"ref":"main"}`);
+  });
+
   it('hands a step only the documented environment and what --pass-env allows, never opschain\'s own', async () => {
     await startAgent();
     api.offer({ step_id: 6, run_id: 3, step: 'env', command: 'env | cut -d= -f1 | sort', env: { REGION: 'eu' } });
