@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { LANE_NAMES, SHARD_COUNT } from '../core/entry.js';
 import { onDispatch } from '../dispatch/events.js';
 import type { Feature, ServerContext } from '../server.js';
+import { queueLaneDepth } from '../store/admin-queue.js';
 import { gaugeSnapshotRead } from '../store/metrics.js';
 import { isStoreUnavailable, poolObserve } from '../store/pool.js';
 import { postureRead } from '../store/posture.js';
@@ -40,7 +41,8 @@ export class OpschainMetrics {
   readonly httpRequests = new Counter({ name: 'opschain_http_requests_total', help: 'HTTP requests answered, by method, route template and status code.', labelNames: ['method', 'route', 'status'], registers: this.r });
 
   readonly readyDepth = new Gauge({ name: 'opschain_queue_ready_depth', help: 'Ready entries waiting in the queue, by lane (store-wide: every replica reports the same value).', labelNames: ['lane'], registers: this.r });
-  readonly oldestWait = new Gauge({ name: 'opschain_queue_oldest_wait_seconds', help: 'Age of the oldest due ready entry, by lane (0 when the lane is empty; store-wide).', labelNames: ['lane'], registers: this.r });
+  readonly readyEstimated = new Gauge({ name: 'opschain_queue_ready_depth_estimated', help: '1 when the lane is deeper than the exact-count bound and its depth is a statistics estimate.', labelNames: ['lane'], registers: this.r });
+  readonly oldestWait = new Gauge({ name: 'opschain_queue_oldest_wait_seconds', help: 'How long the head of each lane (its next entry in claim order) has been ready; 0 when the lane is empty (store-wide).', labelNames: ['lane'], registers: this.r });
   readonly leases = new Gauge({ name: 'opschain_leases', help: 'Live leases by stage: claimed (not delivered), delivered (not yet executing), executing (store-wide).', labelNames: ['stage'], registers: this.r });
   readonly poolHolds = new Gauge({ name: 'opschain_pool_holds', help: 'Steps holding each concurrency pool (store-wide).', labelNames: ['pool'], registers: this.r });
   readonly poolLimit = new Gauge({ name: 'opschain_pool_limit', help: 'The limit of each limited concurrency pool (absent: unlimited).', labelNames: ['pool'], registers: this.r });
@@ -75,12 +77,13 @@ async function refreshGauges(m: OpschainMetrics, ctx: ServerContext): Promise<vo
   m.member.set(ctx.ownership.inMembership() ? 1 : 0);
   m.parked.set(ctx.dispatch?.registry.size ?? 0);
   try {
-    const [snap, posture] = await Promise.all([gaugeSnapshotRead(ctx.pool), postureRead(ctx.pool)]);
+    const [depth, snap, posture] = await Promise.all([queueLaneDepth(ctx.pool), gaugeSnapshotRead(ctx.pool), postureRead(ctx.pool)]);
     m.storeUp.set(1);
     for (const [lane, name] of LANE_NAMES.entries()) {
-      const l = snap.lanes.find((x) => x.lane === lane);
-      m.readyDepth.set({ lane: name }, l?.depth ?? 0);
-      m.oldestWait.set({ lane: name }, l?.oldestWaitSeconds ?? 0);
+      const l = depth.lanes.find((x) => x.lane === lane);
+      m.readyDepth.set({ lane: name }, l?.ready ?? 0);
+      m.readyEstimated.set({ lane: name }, l?.estimated ? 1 : 0);
+      m.oldestWait.set({ lane: name }, l?.oldestReadyAt ? Math.max(0, (depth.now.getTime() - l.oldestReadyAt.getTime()) / 1000) : 0);
     }
     for (const [stage, n] of Object.entries(snap.leases)) m.leases.set({ stage }, n);
     // Pools come and go: start from empty so a removed pool's series disappears.

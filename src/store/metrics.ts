@@ -4,8 +4,6 @@ type Db = Pool | PoolClient;
 
 /** The store-wide facts a /metrics scrape reports, each aggregated to a bounded set of labels. */
 export interface GaugeSnapshot {
-  /** Per lane id (0 system, 1 interactive, 2 bulk): ready entries and the wait of the oldest due one. */
-  lanes: Array<{ lane: number; depth: number; oldestWaitSeconds: number }>;
   /** Live leases by stage: claimed (not yet delivered), delivered (not acked), executing. */
   leases: { claimed: number; delivered: number; executing: number };
   /** Per pool that has a limit or a holder: current holds and the limit (null: unlimited). */
@@ -15,16 +13,13 @@ export interface GaugeSnapshot {
 }
 
 /**
- * One statement, four set-based aggregates: the queue per lane (an index-only count), the live
- * leases by stage, pool holds against limits, and the runner registry by state.
+ * One statement, three set-based aggregates: the live leases by stage, pool holds against
+ * limits, and the runner registry by state. (Queue depth per lane is queueLaneDepth's, the read
+ * `admin queue` shows.)
  */
 export async function gaugeSnapshotRead(db: Db): Promise<GaugeSnapshot> {
   const { rows } = await db.query(
     `SELECT
-       (SELECT coalesce(json_agg(json_build_object('lane', lane, 'depth', n, 'oldest', oldest)), '[]'::json)
-          FROM (SELECT lane, count(*) AS n,
-                       coalesce(extract(epoch FROM now() - min(ready_at) FILTER (WHERE ready_at <= now())), 0) AS oldest
-                  FROM queue_ready GROUP BY lane) q) AS lanes,
        (SELECT json_build_object(
                  'claimed', count(*) FILTER (WHERE delivered_at IS NULL),
                  'delivered', count(*) FILTER (WHERE delivered_at IS NOT NULL AND NOT executing),
@@ -41,7 +36,6 @@ export async function gaugeSnapshotRead(db: Db): Promise<GaugeSnapshot> {
   );
   const r = rows[0];
   return {
-    lanes: (r.lanes as Array<{ lane: number; depth: number; oldest: number }>).map((l) => ({ lane: l.lane, depth: Number(l.depth), oldestWaitSeconds: Math.max(0, Number(l.oldest)) })),
     leases: { claimed: Number(r.leases.claimed), delivered: Number(r.leases.delivered), executing: Number(r.leases.executing) },
     pools: (r.pools as Array<{ name: string; holds: number; limit: number | null }>).map((p) => ({ name: p.name, holds: Number(p.holds), limit: p.limit === null ? null : Number(p.limit) })),
     runners: { byState: Object.fromEntries(Object.entries(r.runners.byState as Record<string, number>).map(([k, v]) => [k, Number(v)])), drained: Number(r.runners.drained) },
