@@ -69,13 +69,14 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     } else if (err instanceof ConfigError) {
       code = 'invalid_config';
       exit = 2;
+    } else if (err.oclif?.exit !== undefined) {
+      // oclif's own parse errors (unknown flag, missing argument) already say what was wrong;
+      // checked before the store test, whose message match would take "--timeout" for an outage.
+      return super.catch(err);
     } else if (isStoreUnavailable(err)) {
       code = 'store_unavailable';
       exit = 3;
       message = `store unavailable: ${storeCause(err)}`;
-    } else if (err.oclif?.exit !== undefined) {
-      // oclif's own parse errors (unknown flag, missing argument) already say what was wrong.
-      return super.catch(err);
     }
     // A URL in an error (a rejected --database-url) never shows its password.
     message = redactUrl(message);

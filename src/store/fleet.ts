@@ -221,3 +221,82 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
     pools,
   };
 }
+
+/** Who a drain names: one runner (by id, else unique name) or every runner of a group. */
+export interface DrainTargetRow {
+  kind: 'runner' | 'group';
+  /** The runner id, or the group name. */
+  name: string;
+  runners: Array<{ id: string; name: string }>;
+  /** Whether the target itself is drained now (the runner's own flag, or the group's). */
+  drained: boolean;
+}
+
+/** Resolves a drain target without changing anything; DrainTargetError when no such runner or the name is ambiguous. */
+export async function drainTargetRead(db: Db, p: { runner?: string; group?: string }): Promise<DrainTargetRow> {
+  if (p.group !== undefined) {
+    const { rows } = await db.query(
+      `SELECT coalesce((SELECT drained FROM runner_groups WHERE name = $1), false) AS drained,
+              coalesce((SELECT json_agg(json_build_object('id', id, 'name', name) ORDER BY name, id) FROM runners WHERE group_name = $1 AND deleted_at IS NULL), '[]'::json) AS runners`,
+      [p.group],
+    );
+    return { kind: 'group', name: p.group, runners: rows[0].runners, drained: rows[0].drained };
+  }
+  const runner = p.runner ?? '';
+  const { rows } = await db.query(
+    `SELECT id, name, drained FROM runners WHERE deleted_at IS NULL AND (id = $1 OR (name = $1 AND NOT EXISTS (SELECT 1 FROM runners WHERE id = $1 AND deleted_at IS NULL)))`,
+    [runner],
+  );
+  if (rows.length === 0) throw new DrainTargetError(`no runner with id or name ${runner}`, 'not_found');
+  if (rows.length > 1) throw new DrainTargetError(`${rows.length} runners are named ${runner}: give the runner id (${rows.map((r) => r.id).join(', ')})`, 'ambiguous');
+  return { kind: 'runner', name: rows[0].id, runners: [{ id: rows[0].id, name: rows[0].name }], drained: rows[0].drained };
+}
+
+/** A live lease held by a runner, with the names an operator knows it by. */
+export interface RunnerLeaseRow {
+  stepId: number;
+  runId: number;
+  step: string | null;
+  run: string | null;
+  attempt: number;
+  runnerId: string;
+  executing: boolean;
+  deliveredAt: Date | null;
+}
+
+/** The live leases delivered to these runners, oldest first: what a drain still waits for. */
+export async function runnerLeasesRead(db: Db, runnerIds: string[]): Promise<RunnerLeaseRow[]> {
+  if (runnerIds.length === 0) return [];
+  const { rows } = await db.query(
+    `SELECT l.step_id, l.run_id, s.name AS step, r.name AS run, l.attempt, l.runner_id, l.executing, l.delivered_at
+       FROM scheduler_job_leases l
+       LEFT JOIN steps s ON s.id = l.step_id
+       LEFT JOIN runs r ON r.id = l.run_id
+      WHERE l.runner_id = ANY($1::text[])
+      ORDER BY l.delivered_at NULLS LAST, l.step_id`,
+    [runnerIds],
+  );
+  return rows.map((r) => ({
+    stepId: Number(r.step_id),
+    runId: Number(r.run_id),
+    step: r.step,
+    run: r.run,
+    attempt: r.attempt,
+    runnerId: r.runner_id,
+    executing: r.executing,
+    deliveredAt: r.delivered_at,
+  }));
+}
+
+/** Runs pinned to these runners, with how many of their steps are still ready on the queue. */
+export async function runnerPinsRead(db: Db, runnerIds: string[]): Promise<Array<{ runId: number; run: string | null; runnerId: string; queued: number }>> {
+  if (runnerIds.length === 0) return [];
+  const { rows } = await db.query(
+    `SELECT p.run_id, r.name AS run, p.runner_id, (SELECT count(*) FROM queue_ready q WHERE q.run_id = p.run_id) AS queued
+       FROM scheduler_run_pins p LEFT JOIN runs r ON r.id = p.run_id
+      WHERE p.runner_id = ANY($1::text[])
+      ORDER BY p.run_id`,
+    [runnerIds],
+  );
+  return rows.map((r) => ({ runId: Number(r.run_id), run: r.run, runnerId: r.runner_id, queued: Number(r.queued) }));
+}

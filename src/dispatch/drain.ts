@@ -1,0 +1,133 @@
+import type { Clock } from '../clock.js';
+import { LANE_NAMES, type LaneName } from '../core/entry.js';
+import { verdict } from '../core/verdict.js';
+import { drainTargetRead, fleetQueueRead, runnerLeasesRead, runnerPinsRead, type DrainTargetRow, type RunnerLeaseRow } from '../store/fleet.js';
+import type { Pool } from '../store/pool.js';
+
+/** A drain names one runner (id or unique name) or a group. */
+export interface DrainTarget { runner?: string; group?: string }
+
+export interface HeldLease {
+  stepId: number;
+  runId: number;
+  step: string | null;
+  run: string | null;
+  attempt: number;
+  runner: string;
+  executing: boolean;
+  deliveredAt: string | null;
+}
+
+export interface DrainTargetJson { kind: 'runner' | 'group'; name: string; runners: Array<{ id: string; name: string }>; drained: boolean }
+
+/** What a drain would hold, read without changing anything (`fleet drain --dry-run`). */
+export interface DrainPreview {
+  dryRun: true;
+  target: DrainTargetJson;
+  /** Leases still out on the target's runners: a `--wait` waits for these. */
+  leases: HeldLease[];
+  /** Run-scoped runs pinned to the target's runners: their remaining steps wait for the drain to be lifted. */
+  pinnedRuns: Array<{ runId: number; run: string | null; runner: string; queued: number }>;
+  /** Ready entries that no undrained runner could take once the target is drained. */
+  stranded: Array<{ stepId: number; runId: number; lane: LaneName; reason: string }>;
+  /** How many ready entries were examined (the head of the queue), of how many. */
+  examined: number;
+  readyTotal: number;
+}
+
+const held = (runners: DrainTargetRow['runners'], l: RunnerLeaseRow): HeldLease => ({
+  stepId: l.stepId,
+  runId: l.runId,
+  step: l.step,
+  run: l.run,
+  attempt: l.attempt,
+  runner: runners.find((r) => r.id === l.runnerId)?.name ?? l.runnerId,
+  executing: l.executing,
+  deliveredAt: l.deliveredAt?.toISOString() ?? null,
+});
+
+/** The leases still out on a drain target's runners (an unknown target throws DrainTargetError). */
+export async function drainHeld(pool: Pool, target: DrainTarget): Promise<{ target: DrainTargetJson; leases: HeldLease[] }> {
+  const t = await drainTargetRead(pool, target);
+  const leases = await runnerLeasesRead(pool, t.runners.map((r) => r.id));
+  return { target: t, leases: leases.map((l) => held(t.runners, l)) };
+}
+
+/** How many ready entries a dry run examines, from the head of the queue. */
+const PREVIEW_LIMIT = 5_000;
+
+/**
+ * `fleet drain --dry-run`: the leases still out on the target's runners, the pinned runs that
+ * will wait for them, and the queued entries that would be left with no eligible runner (their
+ * verdict, computed by the dispatcher's own ladder with the target drained, becomes "every
+ * matching runner drained" or "pinned runner busy: drained"). Reads only.
+ */
+export async function drainPreview(pool: Pool, target: DrainTarget): Promise<DrainPreview> {
+  const t = await drainTargetRead(pool, target);
+  const ids = t.runners.map((r) => r.id);
+  const [leases, pins, snap] = await Promise.all([runnerLeasesRead(pool, ids), runnerPinsRead(pool, ids), fleetQueueRead(pool, { limit: PREVIEW_LIMIT })]);
+  const targets = new Set(ids);
+  const fleetNow = { runners: snap.runners, outstandingByRun: snap.outstandingByRun, runnerRuns: snap.runnerRuns };
+  const fleetDrained = { ...fleetNow, runners: snap.runners.map((r) => (targets.has(r.runnerId) ? { ...r, drained: true } : r)) };
+  // Postures aside: the question is what the drain itself strands.
+  const open = { halted: false, quiesced: false, acceptExceeding: true };
+  const stranded: DrainPreview['stranded'] = [];
+  for (const e of snap.ready) {
+    const after = verdict(e, fleetDrained, open, snap.pools, snap.pins);
+    if (after.code !== 'all_matches_drained' && !(after.code === 'pinned_runner_busy' && targets.has(snap.pins.get(e.runId) ?? ''))) continue;
+    const before = verdict(e, fleetNow, open, snap.pools, snap.pins);
+    if (before.code === after.code && before.reason === after.reason) continue;
+    stranded.push({ stepId: e.stepId, runId: e.runId, lane: LANE_NAMES[e.lane], reason: after.reason });
+  }
+  return {
+    dryRun: true,
+    target: t,
+    leases: leases.map((l) => held(t.runners, l)),
+    pinnedRuns: pins.map((p) => ({ runId: p.runId, run: p.run, runner: t.runners.find((r) => r.id === p.runnerId)?.name ?? p.runnerId, queued: p.queued })),
+    stranded,
+    examined: snap.ready.length,
+    readyTotal: snap.readyTotal,
+  };
+}
+
+/** `--wait` ran out of time: the leases still out when it gave up. */
+export class DrainWaitTimeout extends Error {
+  constructor(readonly waitedMs: number, readonly remaining: HeldLease[]) {
+    super(`timed out after ${Math.round(waitedMs / 1000)}s: ${remaining.length} lease${remaining.length === 1 ? '' : 's'} still out (${remaining.map(leaseText).join('; ')})`);
+    this.name = 'DrainWaitTimeout';
+  }
+}
+
+export const leaseText = (l: HeldLease) => `run ${l.runId}${l.run ? ` (${l.run})` : ''} step ${l.step ?? l.stepId} attempt ${l.attempt} on ${l.runner}`;
+
+export interface DrainWaitResult {
+  /** Every lease the wait saw out, in the order first seen. */
+  waitedFor: HeldLease[];
+  waitedMs: number;
+}
+
+/**
+ * Waits until `read` reports no lease held, polling every `pollMs` on the injected clock, and
+ * tells `onChange` what is still out whenever that set changes. Throws DrainWaitTimeout when
+ * `timeoutMs` passes first. Transport-agnostic: `read` is a store read or an HTTP call.
+ */
+export async function drainWait(
+  read: () => Promise<HeldLease[]>,
+  opts: { timeoutMs: number; clock: Clock; pollMs?: number; onChange?: (still: HeldLease[], finished: HeldLease[]) => void; signal?: AbortSignal },
+): Promise<DrainWaitResult> {
+  const start = opts.clock.now();
+  const seen = new Map<number, HeldLease>();
+  let last = new Map<number, HeldLease>();
+  for (;;) {
+    const now = await read();
+    const current = new Map(now.map((l) => [l.stepId, l]));
+    for (const l of now) if (!seen.has(l.stepId)) seen.set(l.stepId, l);
+    const changed = current.size !== last.size || [...current.keys()].some((k) => !last.has(k));
+    if (changed) opts.onChange?.(now, [...last.values()].filter((l) => !current.has(l.stepId)));
+    last = current;
+    const waitedMs = opts.clock.now() - start;
+    if (now.length === 0) return { waitedFor: [...seen.values()], waitedMs };
+    if (waitedMs >= opts.timeoutMs || opts.signal?.aborted) throw new DrainWaitTimeout(waitedMs, now);
+    await opts.clock.sleep(Math.min(opts.pollMs ?? 1_000, Math.max(1, opts.timeoutMs - waitedMs)), opts.signal);
+  }
+}
