@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { queueEnqueue } from '../../src/store/queue.js';
 import { CliProcess, runCli } from '../support/cli.js';
-import { useTestDatabase, waitFor } from '../support/db.js';
+import { useTestDatabase } from '../support/db.js';
 import { insertLease, insertRunner } from '../support/fleet.js';
 
 const entry = (stepId: number, runId: number, extra: Record<string, unknown> = {}) => ({
