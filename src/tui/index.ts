@@ -23,8 +23,12 @@ export async function runConsole(opts: ConsoleOptions): Promise<void> {
   const stdout = opts.stdout ?? process.stdout;
   const stdin = opts.stdin ?? process.stdin;
   try {
-    void stdin;
-    await runPipe({ ...opts, stdout, stderr: opts.stderr ?? process.stderr });
+    if (opts.mode === 'auto' && stdout.isTTY && stdin.isTTY) {
+      const { runDashboard } = await import('./dashboard.js');
+      await runDashboard({ source: opts.source, intervalMs: opts.intervalMs, limit: opts.limit, stdout, stdin });
+    } else {
+      await runPipe({ ...opts, stdout, stderr: opts.stderr ?? process.stderr });
+    }
   } finally {
     await opts.source.close();
   }
