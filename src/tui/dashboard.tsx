@@ -1,7 +1,7 @@
 import { render, useApp, useInput, useStdout } from 'ink';
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
 import { ConsoleFeed } from './feed.js';
-import { reduceKey, type Effect } from './keys.js';
+import { reduceKey, type Effect, type KeyPress } from './keys.js';
 import { INITIAL_UI, visibleView, type UiState } from './screen.js';
 import { Screen } from './screen-view.js';
 import type { ConsoleSource } from './source.js';
@@ -28,6 +28,21 @@ function useTerminalSize(): { rows: number; columns: number } {
     };
   }, [stdout]);
   return size;
+}
+
+/**
+ * Ink hands keys typed faster than it reads (or pasted) over as one string: take them one by one,
+ * so three quick Tabs move three panes.
+ */
+export function splitKeys(input: string, key: Omit<KeyPress, 'input'>): KeyPress[] {
+  const plain = !key.ctrl && !key.upArrow && !key.downArrow && !key.leftArrow && !key.rightArrow && !key.escape;
+  if (!plain || input.length <= 1) return [{ input, ...key }];
+  return [...input].map((ch): KeyPress => {
+    if (ch === '\t') return { input: '', tab: true };
+    if (ch === '\r' || ch === '\n') return { input: '', return: true };
+    if (ch === '\x7f' || ch === '\b') return { input: '', backspace: true };
+    return { input: ch };
+  });
 }
 
 /** The stateful shell: UI state, keys, the clock of the header; the screen itself is pure. */
@@ -78,10 +93,13 @@ function App({ feed, source, color }: AppProps) {
   };
 
   useInput((input, key) => {
-    const current = uiRef.current;
-    const { ui: next, effect } = reduceKey(current, { input, ...key }, visibleView(feed.current, current));
-    setUi(next);
-    if (effect) run(effect);
+    for (const k of splitKeys(input, key)) {
+      const current = uiRef.current;
+      const { ui: next, effect } = reduceKey(current, k, visibleView(feed.current, current));
+      setUi(next);
+      if (effect) run(effect);
+      if (effect?.kind === 'quit') return;
+    }
   });
 
   return <Screen feed={state} ui={ui} rows={size.rows} columns={size.columns} now={now} sourceName={source.name} color={color} />;
