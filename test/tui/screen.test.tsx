@@ -1,3 +1,4 @@
+/* eslint-disable no-control-regex -- the frames are asserted on their ANSI escapes */
 import chalk from 'chalk';
 import { EventEmitter } from 'node:events';
 import { render as inkRender } from 'ink';
@@ -9,7 +10,6 @@ import { Screen } from '../../src/tui/screen-view.js';
 import type { FeedState } from '../../src/tui/feed.js';
 import { AT, busyView, deepView, emptyView, feedOf } from './fixtures.js';
 
-// eslint-disable-next-line no-control-regex
 const strip = (s: string) => s.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '');
 
 /** ink-testing-library's terminal is 100 columns wide; a wider one renders through Ink the same way. */
