@@ -1,6 +1,6 @@
 /** Command-line flags of `npm run bench`. */
 
-export const SCENARIOS = ['throughput', 'latency', 'depth', 'replicas', 'memory', 'store-cost', 'console'] as const;
+export const SCENARIOS = ['throughput', 'wide', 'dag', 'submit', 'floor', 'latency', 'depth', 'replicas', 'memory', 'store-cost', 'console'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchArgs {
@@ -93,6 +93,15 @@ export interface Sizes {
   runners: number;
   /** Offers a simulated runner asks for per acquire (and its registered max_load). */
   runnerSlots: number;
+  /** The wide fleet: few runners, many offers each. */
+  wideRunners: number;
+  wideSlots: number;
+  /** Runs submitted by the bulk-submit scenario, and runs per call. */
+  bulkRuns: number;
+  bulkBatch: number;
+  /** Concurrent connections of the SQL floor's claim-and-delete loop, and jobs per claim. */
+  floorWorkers: number;
+  floorClaim: number;
   latencyRuns: number;
   latencySpacingMs: number;
   latencyRunners: number;
@@ -113,8 +122,8 @@ export interface Sizes {
 }
 
 export function sizesFor(quick: boolean): Sizes {
-  const common = { stepsPerRun: 10, latencySpacingMs: 20, baselineConcurrency: 24, baselineLocalQueue: 500, baselineCompleteBatchDelayMs: 0, replicas: 3 };
+  const common = { stepsPerRun: 10, wideRunners: 8, wideSlots: 32, bulkBatch: 100, floorWorkers: 8, floorClaim: 64, latencySpacingMs: 20, baselineConcurrency: 24, baselineLocalQueue: 500, baselineCompleteBatchDelayMs: 0, replicas: 3 };
   return quick
-    ? { ...common, throughputSteps: 1_000, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, consoleDepths: [1_000, 10_000] }
-    : { ...common, throughputSteps: 20_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
+    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, consoleDepths: [1_000, 10_000] }
+    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
 }

@@ -1,4 +1,4 @@
-import type { PlacementRequirement } from '../core/entry.js';
+import type { Classification, PlacementRequirement } from '../core/entry.js';
 import type { RunDefinition } from '../core/runfile.js';
 import type { Pool, PoolClient } from './pool.js';
 
@@ -88,44 +88,88 @@ export const mapStep = (r: any): StepRow => ({
   dependents: r.dependents ?? 0,
 });
 
-/** Inserts a run and all its steps (every step pending, attempt 0). */
-export async function runInsert(client: PoolClient, p: { definition: RunDefinition; source: Record<string, unknown>; createdBy: string | null }): Promise<{ run: RunRow; steps: StepRow[] }> {
-  const d = p.definition;
-  const { rows } = await client.query(
-    `INSERT INTO runs (name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
-    [d.name, d.project, d.target, d.scope, d.maxParallelSteps, d.priority, JSON.stringify(d.env), d.placement ? JSON.stringify(d.placement) : null, JSON.stringify(p.source), p.createdBy, d.steps.length],
+/** A run to insert with its steps, its root steps' queue classification, and its audit row. */
+export interface RunToQueue {
+  id: number;
+  definition: RunDefinition;
+  source: Record<string, unknown>;
+  createdBy: string | null;
+  /** Root step name → its classification (and the run's shard): queued at once as attempt 1. */
+  queue: Map<string, Classification & { shard: number }>;
+  audit: { actor: string; action: string; target: string; source: string | null; detail: Record<string, unknown> };
+}
+
+/** Run ids taken ahead of the insert (a run's shard, and so its queue rows, depend on its id). */
+export async function runIdsNext(db: Db, n: number): Promise<number[]> {
+  const { rows } = await db.query(`SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id FROM generate_series(1, $1)`, [n]);
+  return rows.map((r) => Number(r.id));
+}
+
+/**
+ * Inserts runs, their steps, the queue rows of their root steps (ready as attempt 1) and their
+ * audit rows, and wakes the dispatchers, in one statement: one round trip, atomic by itself, for
+ * one run or many. Returns each run's queued step names.
+ */
+export async function runsInsertQueued(db: Db, runs: RunToQueue[]): Promise<Map<number, string[]>> {
+  const out = new Map<number, string[]>(runs.map((r) => [r.id, []]));
+  if (runs.length === 0) return out;
+  const runRows = runs.map((r) => {
+    const d = r.definition;
+    return {
+      id: r.id, name: d.name, project: d.project, target: d.target, scope: d.scope, max_parallel_steps: d.maxParallelSteps, priority: d.priority,
+      env: d.env, placement: d.placement ?? null, definition: r.source, created_by: r.createdBy, open_steps: d.steps.length,
+    };
+  });
+  const stepRows = runs.flatMap((r) => {
+    const d = r.definition;
+    return d.steps.map((s, ord) => {
+      const q = r.queue.get(s.name);
+      return {
+        run_id: r.id, ord, name: s.name, command: s.run, needs: s.needs, env: { ...d.env, ...s.env }, timeout_ms: s.timeoutMs, placement: s.placement,
+        pools: s.pools, load: s.load, priority: s.priority, unmet_needs: new Set(s.needs).size, dependents: d.steps.filter((o) => o.needs.includes(s.name)).length,
+        queued: q !== undefined,
+        ...(q ? { shard: q.shard, q_priority: q.priority, lane: q.lane, fair_key: q.fairKey, weight: q.weight, q_pools: q.pools, requirement: q.requirement, q_load: q.load, run_scope: q.runScope, max_parallel: q.maxParallel, site_stamp: q.siteStamp } : {}),
+      };
+    });
+  });
+  const { rows } = await db.query(
+    `WITH r AS (
+       INSERT INTO runs (id, name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps)
+       SELECT x.id, x.name, x.project, x.target, x.scope, x.max_parallel_steps, x.priority, x.env, x.placement, x.definition, x.created_by, x.open_steps
+         FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, name text, project text, target text, scope text, max_parallel_steps int,
+                priority smallint, env jsonb, placement jsonb, definition jsonb, created_by text, open_steps int)
+       RETURNING id
+     ), x AS (
+       SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(run_id bigint, ord int, name text, command text, needs jsonb, env jsonb, timeout_ms int,
+                placement jsonb, pools jsonb, load real, priority smallint, unmet_needs int, dependents int, queued boolean, shard smallint,
+                q_priority smallint, lane smallint, fair_key text, weight real, q_pools jsonb, requirement jsonb, q_load real, run_scope boolean,
+                max_parallel int, site_stamp text)
+     ), s AS (
+       INSERT INTO steps (run_id, name, command, needs, env, timeout_ms, placement, pools, load, priority, unmet_needs, dependents, status, attempt)
+       SELECT x.run_id, x.name, x.command, ARRAY(SELECT jsonb_array_elements_text(x.needs)), x.env, x.timeout_ms, x.placement,
+              ARRAY(SELECT jsonb_array_elements_text(x.pools)), x.load, x.priority, x.unmet_needs, x.dependents,
+              CASE WHEN x.queued THEN 'ready' ELSE 'pending' END, CASE WHEN x.queued THEN 1 ELSE 0 END
+         FROM x ORDER BY x.run_id, x.ord
+       RETURNING id, run_id, name
+     ), q AS (
+       INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel, site_stamp)
+       SELECT s.id, s.run_id, x.shard, 1, x.q_priority, x.lane, x.fair_key, x.weight, ARRAY(SELECT jsonb_array_elements_text(x.q_pools)),
+              x.requirement, x.q_load, x.run_scope, x.max_parallel, x.site_stamp
+         FROM s JOIN x ON x.run_id = s.run_id AND x.name = s.name
+        WHERE x.queued
+        ORDER BY s.id
+       RETURNING step_id, run_id
+     ), a AS (
+       INSERT INTO audit_log (actor, action, target, source, detail)
+       SELECT a.actor, a.action, a.target, a.source, a.detail FROM jsonb_to_recordset($3::jsonb) AS a(actor text, action text, target text, source text, detail jsonb)
+     )
+     SELECT s.run_id, s.name, s.id, pg_notify('opschain_queue', '') IS NULL AS woke
+       FROM q JOIN s ON s.id = q.step_id
+      ORDER BY s.id`,
+    [JSON.stringify(runRows), JSON.stringify(stepRows), JSON.stringify(runs.map((r) => r.audit))],
   );
-  const run = mapRun(rows[0]);
-  const { rows: stepRows } = await client.query(
-    `INSERT INTO steps (run_id, name, command, needs, env, timeout_ms, placement, pools, load, priority, unmet_needs, dependents)
-     SELECT $1, s.name, s.command, ARRAY(SELECT jsonb_array_elements_text(s.needs)), s.env, s.timeout_ms, s.placement,
-            ARRAY(SELECT jsonb_array_elements_text(s.pools)), s.load, s.priority, s.unmet_needs, s.dependents
-       FROM jsonb_to_recordset($2::jsonb) AS s(ord int, name text, command text, needs jsonb, env jsonb, timeout_ms int,
-              placement jsonb, pools jsonb, load real, priority smallint, unmet_needs int, dependents int)
-      ORDER BY s.ord
-     RETURNING *`,
-    [
-      run.id,
-      JSON.stringify(
-        d.steps.map((s, ord) => ({
-          ord,
-          name: s.name,
-          command: s.run,
-          needs: s.needs,
-          env: { ...d.env, ...s.env },
-          timeout_ms: s.timeoutMs,
-          placement: s.placement,
-          pools: s.pools,
-          load: s.load,
-          priority: s.priority,
-          unmet_needs: new Set(s.needs).size,
-          dependents: d.steps.filter((o) => o.needs.includes(s.name)).length,
-        })),
-      ),
-    ],
-  );
-  return { run, steps: stepRows.map(mapStep).sort((a, b) => a.id - b.id) };
+  for (const r of rows) out.get(Number(r.run_id))!.push(r.name);
+  return out;
 }
 
 export async function runGet(db: Db, runId: number): Promise<RunRow | null> {

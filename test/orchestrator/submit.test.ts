@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { shardOf } from '../../src/core/fnv.js';
+import { runFileLoad } from '../../src/orchestrator/runfile.js';
+import { runSubmit, runSubmitMany } from '../../src/orchestrator/submit.js';
+import { useTestDatabase } from '../support/db.js';
+import { queued, runStep, runState, stepStates } from '../support/lifecycle.js';
+
+const CHAIN = (name: string) => `
+name: ${name}
+project: alpha
+steps:
+  a: { run: echo a }
+  b: { run: echo b, needs: [a] }
+  c: { run: echo c, needs: [b] }
+`;
+const WIDE = (name: string) => `
+name: ${name}
+project: beta
+priority: 5
+steps:
+  x: { run: echo x }
+  y: { run: echo y, pools: [db] }
+`;
+
+describe('submit in one statement, one run or many', () => {
+  const db = useTestDatabase();
+
+  it('writes runs, steps, root queue rows on the run\'s shard and audit rows together; the counters drive the run to its end', async () => {
+    const pool = db.current.pool;
+    await pool.query(`INSERT INTO projects (name, weight) VALUES ('beta', 3)`);
+    const [chain, wide] = await runSubmitMany(pool, [runFileLoad(CHAIN('c1')), runFileLoad(WIDE('w1'))], { actor: 'tester', source: 'cli' });
+    expect(chain.ready).toEqual(['a']);
+    expect(wide.ready).toEqual(['x', 'y']);
+    expect(await stepStates(pool, chain.runId)).toEqual({ a: 'ready/1', b: 'pending/0', c: 'pending/0' });
+    const { rows: q } = await pool.query(`SELECT run_id::int AS run_id, shard, attempt, priority, fair_key, weight, pools FROM queue_ready ORDER BY step_id`);
+    expect(q).toEqual([
+      { run_id: chain.runId, shard: shardOf(chain.runId), attempt: 1, priority: 0, fair_key: 'alpha', weight: 1, pools: [] },
+      { run_id: wide.runId, shard: shardOf(wide.runId), attempt: 1, priority: 5, fair_key: 'beta', weight: 3, pools: [] },
+      { run_id: wide.runId, shard: shardOf(wide.runId), attempt: 1, priority: 5, fair_key: 'beta', weight: 3, pools: ['db'] },
+    ]);
+    const { rows: counters } = await pool.query(`SELECT id, open_steps FROM runs ORDER BY id`);
+    expect(counters.map((r) => r.open_steps)).toEqual([3, 2]);
+    const { rows: needs } = await pool.query(`SELECT name, unmet_needs, dependents FROM steps WHERE run_id = $1 ORDER BY id`, [chain.runId]);
+    expect(needs).toEqual([
+      { name: 'a', unmet_needs: 0, dependents: 1 },
+      { name: 'b', unmet_needs: 1, dependents: 1 },
+      { name: 'c', unmet_needs: 1, dependents: 0 },
+    ]);
+    const { rows: audit } = await pool.query(`SELECT actor, action, target, source, detail FROM audit_log WHERE action = 'runs.submit' ORDER BY id`);
+    expect(audit).toEqual([
+      { actor: 'tester', action: 'runs.submit', target: `run:${chain.runId}`, source: 'cli', detail: { name: 'c1', project: 'alpha', steps: 3 } },
+      { actor: 'tester', action: 'runs.submit', target: `run:${wide.runId}`, source: 'cli', detail: { name: 'w1', project: 'beta', steps: 2 } },
+    ]);
+
+    await runStep(pool, chain.runId, 'a');
+    expect(await queued(pool, chain.runId)).toEqual([['b', 1]]);
+    await runStep(pool, chain.runId, 'b');
+    await runStep(pool, chain.runId, 'c');
+    expect(await runState(pool, chain.runId)).toMatchObject({ status: 'succeeded', finished: true });
+    const { rows: after } = await pool.query(`SELECT open_steps FROM runs WHERE id = $1`, [chain.runId]);
+    expect(after[0].open_steps).toBe(0);
+  });
+
+  it('is all or none: a batch that fails writes nothing', async () => {
+    const pool = db.current.pool;
+    const before = await pool.query(`SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM queue_ready)::int AS q`);
+    const good = runFileLoad(CHAIN('ok'));
+    const bad = runFileLoad(CHAIN('bad'));
+    // A NUL in a command is refused by PostgreSQL inside the one statement.
+    (bad.definition.steps[0] as { run: string }).run = '\u0000';
+    await expect(runSubmitMany(pool, [good, bad], { actor: 'tester' })).rejects.toThrow();
+    const after = await pool.query(`SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM queue_ready)::int AS q`);
+    expect(after.rows[0]).toEqual(before.rows[0]);
+    // One run alone is the same path.
+    const one = await runSubmit(pool, good, { actor: 'tester' });
+    expect(one.ready).toEqual(['a']);
+  });
+});
