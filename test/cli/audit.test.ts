@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../support/cli.js';
+import { useTestDatabase } from '../support/db.js';
+import { insertRunner } from '../support/fleet.js';
+
+describe('admin audit', () => {
+  const db = useTestDatabase();
+  const cli = (...args: string[]) => runCli([...args, '--database-url', db.current.url]);
+  const json = async (...args: string[]) => {
+    const r = await cli(...args, '--json');
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    return JSON.parse(r.stdout);
+  };
+
+  it('shows actor and reason for each lever, newest first, filtered by actor and time', async () => {
+    await insertRunner(db.current.pool, { id: 'rnr_a', name: 'build-a' });
+    await json('fleet', 'drain', 'build-a', '--reason', 'kernel update');
+    await json('admin', 'server', 'quiesce', '--reason', 'deploy 4.2');
+    await json('pools', 'set', 'db', '3');
+    // A lever pulled over HTTP records its token; the filter finds it by part of the name.
+    await db.current.pool.query(`INSERT INTO audit_log (actor, action, target, source, detail) VALUES ('token:ci-deploy(tok_1)', 'server.resume', 'fleet', '10.0.0.7', '{"reason": "deploy done"}')`);
+
+    const all = await json('admin', 'audit');
+    const user = all.entries.find((e: any) => e.action === 'fleet.drain').actor;
+    expect(user).toMatch(/^cli:.+/);
+    expect(all.entries.map((e: any) => [e.action, e.actor, e.reason, e.target])).toEqual([
+      ['server.resume', 'token:ci-deploy(tok_1)', 'deploy done', 'fleet'],
+      ['pools.set', expect.any(String), null, 'db'],
+      ['server.quiesce', user, 'deploy 4.2', 'fleet'],
+      ['fleet.drain', user, 'kernel update', 'runner:rnr_a'],
+    ]);
+    expect(all).toMatchObject({ limit: 200, more: false });
+
+    const ci = await json('admin', 'audit', '--actor', 'CI-DEPLOY');
+    expect(ci.entries.map((e: any) => e.action)).toEqual(['server.resume']);
+    // LIKE wildcards in the filter are literal.
+    expect((await json('admin', 'audit', '--actor', '%')).entries).toEqual([]);
+    expect((await json('admin', 'audit', '--since', '1h')).entries).toHaveLength(4);
+    expect((await json('admin', 'audit', '--since', '2999-01-01T00:00:00Z')).entries).toEqual([]);
+    const limited = await json('admin', 'audit', '--limit', '2');
+    expect(limited).toMatchObject({ limit: 2, more: true });
+    expect(limited.entries).toHaveLength(2);
+
+    const human = await cli('admin', 'audit', '--actor', 'ci-deploy');
+    expect(human.stdout).toContain('token:ci-deploy(tok_1)');
+    expect(human.stdout).toContain('deploy done');
+  });
+
+  it('refuses a bad --since or --actor, naming it', async () => {
+    const r = await cli('admin', 'audit', '--since', 'yesterday', '--json');
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout).error.message).toMatch(/^--since: expected a span back from now/);
+    expect((await cli('admin', 'audit', '--actor', ' ')).code).toBe(2);
+  });
+});
