@@ -1,7 +1,6 @@
-import { adminFleetApi } from './api/admin-fleet.js';
 import { adminQueueApi } from './api/admin-queue.js';
-import { adminReplicaApi } from './api/admin-replicas.js';
 import { metricsApi } from './api/metrics.js';
+import { opsApi } from './api/ops-routes.js';
 import { webhookApi } from './api/webhooks.js';
 import { coordinationFeature } from './coordination/coordinator.js';
 import { expireOnce } from './dispatch/lifecycle.js';
@@ -21,8 +20,7 @@ export function serverFeatures(): Feature[] {
   return [
     metricsApi(),
     coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep, postureExpiryPass] }),
-    adminReplicaApi(),
-    adminFleetApi(),
+    opsApi(),
     adminQueueApi(),
     dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
     webhookApi(),

@@ -46,4 +46,24 @@ describe('the rules of the house', () => {
     const bad = dirs.flatMap((d) => files(d)).flatMap((f) => imports(f).filter((i) => /\/store\//.test(i) || i === 'pg').map((i) => `${relative(ROOT, f)} imports ${i}`));
     expect(bad).toEqual([]);
   });
+
+  it('lower layers never import the CLI, the HTTP API or the composition root (type-only imports aside)', () => {
+    const upper = ['src/cli', 'src/api', 'src/tui'].map((d) => join(ROOT, d));
+    const lower = ['src/core', 'src/store', 'src/dispatch', 'src/coordination', 'src/orchestrator', 'src/triggers', 'src/ops', 'src/views', 'src/runner'].map((d) => join(ROOT, d)).filter((d) => {
+      try {
+        return statSync(d).isDirectory();
+      } catch {
+        return false;
+      }
+    });
+    // A feature module (`…/feature.ts`) is composition: it wires its loops and routes into a replica.
+    const bad = lower.flatMap((d) => files(d)).filter((f) => !f.endsWith('/feature.ts')).flatMap((f) =>
+      imports(f)
+        .filter((i) => i.startsWith('.'))
+        .map((i) => join(f, '..', i))
+        .filter((target) => upper.some((u) => target.startsWith(u + '/')))
+        .map((target) => `${relative(ROOT, f)} imports ${relative(ROOT, target)}`),
+    );
+    expect(bad).toEqual([]);
+  });
 });

@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base.js';
 import { adminQueueView, storeConsoleSource } from '../../src/cli/console-source.js';
-import { UserError } from '../../src/cli/errors.js';
+import { Invalid } from '../../src/errors.js';
 import { adminQueueText } from '../../src/cli/admin-queue-text.js';
 import { runConsole } from '../../src/tui/index.js';
 import type { AdminQueueView } from '../../src/views/admin-queue.js';
@@ -26,7 +26,7 @@ export default class AdminQueue extends BaseCommand<typeof AdminQueue> {
 
   async run(): Promise<AdminQueueView | undefined> {
     const interval = Number(this.flags.interval);
-    if (!Number.isFinite(interval) || interval < 0.2 || interval > 3600) throw new UserError(`--interval: expected seconds between 0.2 and 3600, got '${this.flags.interval}'`);
+    if (!Number.isFinite(interval) || interval < 0.2 || interval > 3600) throw new Invalid(`--interval: expected seconds between 0.2 and 3600, got '${this.flags.interval}'`);
     const pool = await this.store();
     if (this.flags.watch) {
       const source = storeConsoleSource({ pool, databaseUrl: this.databaseUrl(), acceptExceeding: this.flags['accept-exceeding'] });

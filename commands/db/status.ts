@@ -1,4 +1,4 @@
-import Table from 'cli-table3';
+import { table } from '../../src/cli/render.js';
 import { BaseCommand } from '../../src/cli/base.js';
 import { migrationStatus, type MigrationStatus } from '../../src/store/migrate.js';
 
@@ -12,9 +12,9 @@ export default class DbStatus extends BaseCommand<typeof DbStatus> {
     const migrations = await migrationStatus(await this.store());
     const pending = migrations.filter((m) => !m.applied).length;
     if (!this.jsonEnabled()) {
-      const table = new Table({ head: ['id', 'name', 'state', 'applied at'] });
-      for (const m of migrations) table.push([m.id, m.name, m.applied ? 'applied' : 'pending', m.appliedAt ?? '']);
-      this.log(table.toString());
+      const t = table(['id', 'name', 'state', 'applied at']);
+      for (const m of migrations) t.push([m.id, m.name, m.applied ? 'applied' : 'pending', m.appliedAt ?? '']);
+      this.log(t.toString());
       this.log(pending ? `${pending} pending` : 'up to date');
     }
     return { migrations, pending };

@@ -1,10 +1,10 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { describeDrain, describePreview, drainDryRun, drainLever, drainWaitLeases, parseTimeout } from '../../src/cli/drain.js';
-import { leaseText, type DrainPreview, type DrainWaitResult } from '../../src/dispatch/drain.js';
-import type { DrainResult } from '../../src/store/fleet.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { describeDrain, describePreview, drainWaitLeases, parseTimeout } from '../../src/cli/drain.js';
+import { leaseText, type DrainWaitResult } from '../../src/dispatch/drain.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class FleetDrain extends BaseCommand<typeof FleetDrain> {
+export default class FleetDrain extends OpsCommand<typeof FleetDrain> {
   static override args = { runner: Args.string({ description: 'runner id or (unique) name; or use --group' }) };
   static override description =
     'Drain a runner or a whole group: no new work is matched to it (every replica sees it within a dispatch tick) and its polls are answered empty; work already running continues. Idempotent (a second drain exits 0 and says it was already drained), and recorded in the audit log. --wait returns once the drained runners hold no lease, printing what it waited for (exit 6 if --timeout passes first); --dry-run changes nothing and lists what would be held.';
@@ -22,20 +22,21 @@ export default class FleetDrain extends BaseCommand<typeof FleetDrain> {
   };
   static override summary = 'Drain a runner or a group';
 
-  async run(): Promise<DrainPreview | (DrainResult & { wait?: DrainWaitResult })> {
+  async run(): Promise<OpsOutput<'fleetDrainPreview'> | (OpsOutput<'fleetDrain'> & { wait?: DrainWaitResult })> {
     const { args } = await this.parse(FleetDrain);
     const target = { runner: args.runner, group: this.flags.group };
+    const ops = await this.ops();
     if (this.flags['dry-run']) {
-      const preview = await drainDryRun(await this.store(), target);
+      const preview = await ops.fleetDrainPreview(target);
       if (!this.jsonEnabled()) for (const line of describePreview(preview)) this.log(line);
       return preview;
     }
     const timeoutMs = this.flags.wait ? parseTimeout(this.flags.timeout) : 0;
-    const r = await drainLever(await this.store(), { ...target, drained: true, reason: this.flags.reason });
+    const r = await ops.fleetDrain({ ...target, reason: this.flags.reason });
     if (!this.jsonEnabled()) this.log(describeDrain(r));
     if (!this.flags.wait) return r;
     const human = !this.jsonEnabled();
-    const wait = await drainWaitLeases(await this.store(), {
+    const wait = await drainWaitLeases(ops, {
       ...target,
       timeoutMs,
       onChange: (still, finished) => {

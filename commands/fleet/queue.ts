@@ -1,10 +1,10 @@
 import { Flags } from '@oclif/core';
-import Table from 'cli-table3';
-import { BaseCommand } from '../../src/cli/base.js';
-import { fleetQueueRead } from '../../src/store/fleet.js';
-import { buildFleetQueue, FLEET_QUEUE_HEAD, fleetQueueRows, type FleetQueueView } from '../../src/views/fleet-queue.js';
+import { table } from '../../src/cli/render.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import type { OpsOutput } from '../../src/ops/index.js';
+import { FLEET_QUEUE_HEAD, fleetQueueRows } from '../../src/views/fleet-queue.js';
 
-export default class FleetQueue extends BaseCommand<typeof FleetQueue> {
+export default class FleetQueue extends OpsCommand<typeof FleetQueue> {
   static override description =
     'Every ready and leased entry with its verdict: the first gate holding a ready entry (halted, quiesced, pool full, pinned runner, no runner matches, drained, busy by load, exceeds max load) or "waiting for a dispatch tick". The verdicts are computed by the same code the dispatcher uses; docs/fleet-queue.md lists them.';
   static override enableJsonFlag = true;
@@ -15,17 +15,16 @@ export default class FleetQueue extends BaseCommand<typeof FleetQueue> {
   };
   static override summary = 'Why is it waiting: the queue with placement verdicts';
 
-  async run(): Promise<FleetQueueView> {
-    const snapshot = await fleetQueueRead(await this.store(), { limit: this.flags.limit });
-    const view = buildFleetQueue(snapshot, { acceptExceeding: this.flags['accept-exceeding'] });
+  async run(): Promise<OpsOutput<'fleetQueue'>> {
+    const view = await (await this.ops()).fleetQueue({ limit: this.flags.limit, acceptExceeding: this.flags['accept-exceeding'] });
     if (!this.jsonEnabled()) {
       const p = view.posture;
       if (p.halted || p.systemQuiesced || p.quiesced) this.log(`${p.halted ? 'PLATFORM HALTED' : p.systemQuiesced ? 'SYSTEM QUIESCED' : 'FLEET QUIESCED'}${p.reason ? `: ${p.reason}` : ''}`);
       if (view.entries.length === 0) this.log('queue empty');
       else {
-        const table = new Table({ head: FLEET_QUEUE_HEAD });
-        for (const row of fleetQueueRows(view)) table.push(row);
-        this.log(table.toString());
+        const t = table(FLEET_QUEUE_HEAD);
+        for (const row of fleetQueueRows(view)) t.push(row);
+        this.log(t.toString());
       }
       const s = view.summary;
       this.log(`${s.ready} ready${s.readyShown < s.ready ? ` (${s.readyShown} shown)` : ''}, ${s.leased} leased, ${s.unsatisfiable} unsatisfiable`);

@@ -1,9 +1,9 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { describeDrain, drainLever } from '../../src/cli/drain.js';
-import type { DrainResult } from '../../src/store/fleet.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { describeDrain } from '../../src/cli/drain.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class FleetUndrain extends BaseCommand<typeof FleetUndrain> {
+export default class FleetUndrain extends OpsCommand<typeof FleetUndrain> {
   static override args = { runner: Args.string({ description: 'runner id or (unique) name; or use --group' }) };
   static override description = 'Lift a drain from a runner or a group; its next poll gets work again. Idempotent, and recorded in the audit log.';
   static override enableJsonFlag = true;
@@ -14,9 +14,9 @@ export default class FleetUndrain extends BaseCommand<typeof FleetUndrain> {
   };
   static override summary = 'Undrain a runner or a group';
 
-  async run(): Promise<DrainResult> {
+  async run(): Promise<OpsOutput<'fleetUndrain'>> {
     const { args } = await this.parse(FleetUndrain);
-    const r = await drainLever(await this.store(), { runner: args.runner, group: this.flags.group, drained: false, reason: this.flags.reason });
+    const r = await (await this.ops()).fleetUndrain({ runner: args.runner, group: this.flags.group, reason: this.flags.reason });
     if (!this.jsonEnabled()) this.log(describeDrain(r));
     return r;
   }

@@ -1,10 +1,9 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
+import { OpsCommand } from '../../src/cli/base.js';
 import { parsePair } from '../../src/cli/kv.js';
-import { auditRecord } from '../../src/store/audit.js';
-import { groupSet, type GroupRow } from '../../src/store/groups.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class GroupsSet extends BaseCommand<typeof GroupsSet> {
+export default class GroupsSet extends OpsCommand<typeof GroupsSet> {
   static override args = { name: Args.string({ description: 'group name (a runner\'s --group)', required: true }) };
   static override description =
     'Create or update a runner group: its attributes (what placement selectors match, e.g. location=dc1) and whether it is exclusive (its runners take only work that names the group). Attributes merge into the existing ones; --attr key= removes a key. Placement reads the change on the next dispatch tick.';
@@ -16,16 +15,14 @@ export default class GroupsSet extends BaseCommand<typeof GroupsSet> {
   };
   static override summary = 'Set a runner group\'s attributes and exclusive flag';
 
-  async run(): Promise<GroupRow> {
+  async run(): Promise<OpsOutput<'groupsSet'>> {
     const { args } = await this.parse(GroupsSet);
     const attributes: Record<string, string | null> = {};
     for (const raw of this.flags.attr) {
       const [k, v] = parsePair('attr', raw, { allowEmptyValue: true });
       attributes[k] = v === '' ? null : v;
     }
-    const pool = await this.store();
-    const row = await groupSet(pool, { name: args.name, attributes, exclusive: this.flags.exclusive });
-    await auditRecord(pool, { actor: 'cli', action: 'groups.set', target: row.name, detail: { attributes, exclusive: this.flags.exclusive ?? null } });
+    const row = await (await this.ops()).groupsSet({ name: args.name, attributes, exclusive: this.flags.exclusive });
     if (!this.jsonEnabled()) this.log(`group ${row.name}: ${JSON.stringify(row.attributes)}${row.exclusive ? ', exclusive' : ''}`);
     return row;
   }

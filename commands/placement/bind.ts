@@ -1,13 +1,10 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { UserError } from '../../src/cli/errors.js';
-import { normalisePath, parseSelectors } from '../../src/cli/kv.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { parseSelectors } from '../../src/cli/kv.js';
 import type { PlacementRequirement } from '../../src/core/entry.js';
-import { requirementProblems } from '../../src/core/placement.js';
-import { auditRecord } from '../../src/store/audit.js';
-import { placementBind, type BindingRow } from '../../src/store/placement.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class PlacementBind extends BaseCommand<typeof PlacementBind> {
+export default class PlacementBind extends OpsCommand<typeof PlacementBind> {
   static override args = { path: Args.string({ description: 'target path prefix, e.g. acme/prod (binds acme/prod and acme/prod/*)', required: true }) };
   static override description =
     'Bind a target path prefix to a placement requirement. Steps of runs whose target is the path or lies under it, and that name no placement of their own or in the run, are placed by the longest matching binding, resolved once at enqueue. Binding a bound path replaces its requirement.';
@@ -24,22 +21,16 @@ export default class PlacementBind extends BaseCommand<typeof PlacementBind> {
   };
   static override summary = 'Bind a target path to a placement requirement';
 
-  async run(): Promise<BindingRow> {
+  async run(): Promise<OpsOutput<'placementsBind'>> {
     const { args } = await this.parse(PlacementBind);
-    const path = normalisePath(args.path);
     const { group, selector, label, executor } = this.flags;
     const requirement: PlacementRequirement = {};
     if (group.length) requirement.group = group.length === 1 ? group[0] : [...new Set(group)];
     if (selector.length) requirement.selectors = parseSelectors(selector);
     if (label.length) requirement.labels = [...new Set(label)];
     if (executor.length) requirement.executors = [...new Set(executor)];
-    if (Object.keys(requirement).length === 0) throw new UserError('say what the path requires: --group, --selector, --label or --executor');
-    const problems = requirementProblems(requirement);
-    if (problems.length) throw new UserError(problems[0]);
-    const pool = await this.store();
-    const row = await placementBind(pool, { path, requirement });
-    await auditRecord(pool, { actor: 'cli', action: 'placement.bind', target: path, detail: { requirement } });
-    if (!this.jsonEnabled()) this.log(`bound ${path} → ${JSON.stringify(requirement)}`);
+    const row = await (await this.ops()).placementsBind({ path: args.path, requirement });
+    if (!this.jsonEnabled()) this.log(`bound ${row.path} → ${JSON.stringify(row.requirement)}`);
     return row;
   }
 }

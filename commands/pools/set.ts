@@ -1,10 +1,9 @@
 import { Args } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { UserError } from '../../src/cli/errors.js';
-import { auditRecord } from '../../src/store/audit.js';
-import { poolLimitSet } from '../../src/store/pools.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { Invalid } from '../../src/errors.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class PoolsSet extends BaseCommand<typeof PoolsSet> {
+export default class PoolsSet extends OpsCommand<typeof PoolsSet> {
   static override args = {
     name: Args.string({ description: 'pool name (a step\'s `pools:` entry)', required: true }),
     limit: Args.string({ description: 'how many leased steps may hold it at once (0 holds every step back)', required: true }),
@@ -15,15 +14,11 @@ export default class PoolsSet extends BaseCommand<typeof PoolsSet> {
   static override examples = ['<%= config.bin %> pools set db 3'];
   static override summary = 'Set a pool limit';
 
-  async run(): Promise<{ name: string; limit: number }> {
+  async run(): Promise<OpsOutput<'poolsSet'>> {
     const { args } = await this.parse(PoolsSet);
-    if (!/^\d+$/.test(args.limit) || Number(args.limit) > 2_147_483_647) throw new UserError(`limit ${args.limit}: expected a whole number ≥ 0`);
-    const limit = Number(args.limit);
-    if (!args.name.trim()) throw new UserError('pool name: expected a non-empty name');
-    const pool = await this.store();
-    await poolLimitSet(pool, { name: args.name, limit });
-    await auditRecord(pool, { actor: 'cli', action: 'pools.set', target: args.name, detail: { limit } });
-    if (!this.jsonEnabled()) this.log(`pool ${args.name} limit ${limit}`);
-    return { name: args.name, limit };
+    if (!/^\d{1,10}$/.test(args.limit)) throw new Invalid(`limit ${args.limit}: expected a whole number ≥ 0`);
+    const result = await (await this.ops()).poolsSet({ name: args.name, limit: Number(args.limit) });
+    if (!this.jsonEnabled()) this.log(`pool ${result.name} limit ${result.limit}`);
+    return result;
   }
 }

@@ -1,21 +1,18 @@
 import { Args } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { auditRecord } from '../../src/store/audit.js';
-import { poolLimitUnset } from '../../src/store/pools.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class PoolsUnset extends BaseCommand<typeof PoolsUnset> {
+export default class PoolsUnset extends OpsCommand<typeof PoolsUnset> {
   static override args = { name: Args.string({ description: 'pool name', required: true }) };
   static override description = 'Remove a pool\'s limit: the pool becomes unlimited. Idempotent.';
   static override enableJsonFlag = true;
   static override examples = ['<%= config.bin %> pools unset db'];
   static override summary = 'Remove a pool limit';
 
-  async run(): Promise<{ name: string; removed: boolean }> {
+  async run(): Promise<OpsOutput<'poolsUnset'>> {
     const { args } = await this.parse(PoolsUnset);
-    const pool = await this.store();
-    const removed = await poolLimitUnset(pool, { name: args.name });
-    await auditRecord(pool, { actor: 'cli', action: 'pools.unset', target: args.name, detail: { removed } });
-    if (!this.jsonEnabled()) this.log(removed ? `pool ${args.name} is unlimited now` : `pool ${args.name} had no limit`);
-    return { name: args.name, removed };
+    const result = await (await this.ops()).poolsUnset({ name: args.name });
+    if (!this.jsonEnabled()) this.log(result.removed ? `pool ${result.name} is unlimited now` : `pool ${result.name} had no limit`);
+    return result;
   }
 }

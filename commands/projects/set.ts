@@ -1,10 +1,9 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
+import { OpsCommand } from '../../src/cli/base.js';
 import { parsePositive } from '../../src/cli/kv.js';
-import { auditRecord } from '../../src/store/audit.js';
-import { projectSet, type ProjectRow } from '../../src/store/projects.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class ProjectsSet extends BaseCommand<typeof ProjectsSet> {
+export default class ProjectsSet extends OpsCommand<typeof ProjectsSet> {
   static override args = { name: Args.string({ description: 'project name (a run file\'s `project:`)', required: true }) };
   static override description =
     'Set a project\'s fair-share weight. Within a priority lane, projects get deliveries in proportion to their weights (default 1). The weight is frozen on each step at enqueue, so it applies to steps that become ready from now on.';
@@ -13,12 +12,9 @@ export default class ProjectsSet extends BaseCommand<typeof ProjectsSet> {
   static override flags = { weight: Flags.string({ description: 'relative share, a number above 0 (default for unset projects: 1)', required: true }) };
   static override summary = 'Set a project\'s fair-share weight';
 
-  async run(): Promise<ProjectRow> {
+  async run(): Promise<OpsOutput<'projectsSet'>> {
     const { args } = await this.parse(ProjectsSet);
-    const weight = parsePositive('weight', this.flags.weight);
-    const pool = await this.store();
-    const row = await projectSet(pool, { name: args.name, weight });
-    await auditRecord(pool, { actor: 'cli', action: 'projects.set', target: row.name, detail: { weight } });
+    const row = await (await this.ops()).projectsSet({ name: args.name, weight: parsePositive('weight', this.flags.weight) });
     if (!this.jsonEnabled()) this.log(`project ${row.name} weight ${row.weight}`);
     return row;
   }

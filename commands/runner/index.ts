@@ -1,6 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base.js';
-import { UserError } from '../../src/cli/errors.js';
+import { Invalid } from '../../src/errors.js';
 import { parseDuration } from '../../src/core/duration.js';
 import { createLogger } from '../../src/logger.js';
 import { RunnerConfigError, runRunner } from '../../src/runner/main.js';
@@ -38,7 +38,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
   async run(): Promise<void> {
     const f = this.flags;
     const graceMs = parseDuration(f.grace);
-    if (graceMs === undefined) throw new UserError(`--grace ${f.grace}: expected a duration like 30s or 2m`);
+    if (graceMs === undefined) throw new Invalid(`--grace ${f.grace}: expected a duration like 30s or 2m`);
     const log = createLogger(f['log-level']);
     const code = await runRunner(
       {
@@ -61,7 +61,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
       },
       log,
     ).catch((err) => {
-      throw err instanceof RunnerConfigError ? new UserError(err.message, 'invalid_runner_setup') : err;
+      throw err instanceof RunnerConfigError ? new Invalid(err.message, 'invalid_runner_setup') : err;
     });
     log.flush?.();
     // Keep-alive sockets to the servers must not hold the process open.

@@ -1,9 +1,9 @@
 import { Args } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { cliActor, parseRunId } from '../../src/cli/runs.js';
-import { runCancel, type RunCancelled } from '../../src/orchestrator/cancel.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { parseRunId } from '../../src/cli/runs.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class RunsCancel extends BaseCommand<typeof RunsCancel> {
+export default class RunsCancel extends OpsCommand<typeof RunsCancel> {
   static override args = { id: Args.string({ description: 'run id', required: true }) };
   static override description = `Cancels a running run: its ready steps leave the queue, its live leases are revoked (the runners kill those steps), every unfinished step is cancelled and the run ends cancelled.
 
@@ -12,9 +12,9 @@ Cancelling a run that has already ended changes nothing and exits 0, naming its 
   static override examples = ['<%= config.bin %> runs cancel 42'];
   static override summary = 'Cancel a run';
 
-  async run(): Promise<RunCancelled> {
+  async run(): Promise<OpsOutput<'runsCancel'>> {
     const id = parseRunId((await this.parse(RunsCancel)).args.id);
-    const result = await runCancel(await this.store(), id, { actor: cliActor(), source: 'cli' });
+    const result = await (await this.ops()).runsCancel({ id });
     if (!this.jsonEnabled()) {
       if (result.cancelled) this.log(`run ${id} cancelled${result.steps.length ? `: ${result.steps.join(', ')}` : ''}${result.revoked ? ` (${result.revoked} running step${result.revoked === 1 ? '' : 's'} told to stop)` : ''}`);
       else this.log(`run ${id} already ended: ${result.status}; nothing to cancel`);

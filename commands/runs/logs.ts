@@ -1,50 +1,57 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { UserError } from '../../src/cli/errors.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { EXIT } from '../../src/cli/errors.js';
 import { parseRunId } from '../../src/cli/runs.js';
-import { runLogsFollow, runSnapshot } from '../../src/orchestrator/follow.js';
-import { stepLogRead } from '../../src/store/logs.js';
-import { logLineText, logLineView, type LogLineView } from '../../src/views/runs.js';
+import { readRunLogs } from '../../src/ops/follow.js';
+import { logLineText, type LogLineView } from '../../src/views/runs.js';
 
-export default class RunsLogs extends BaseCommand<typeof RunsLogs> {
+export default class RunsLogs extends OpsCommand<typeof RunsLogs> {
   static override args = { id: Args.string({ description: 'run id', required: true }) };
   static override description = `Prints a run's step logs in the order they were written: each line prefixed by its step, "|" for stdout, "!" for stderr, "#" for opschain's own lines.
 
-With --follow, keeps printing new lines until the run ends; with --json, --follow prints one JSON object per line as it comes (NDJSON).`;
+With --follow, keeps printing new lines until the run ends and then exits as "runs submit --wait" does: 0 if the run succeeded, 1 otherwise. With --json, --follow prints one JSON object per line as it comes (NDJSON).`;
   static override enableJsonFlag = true;
   static override examples = ['<%= config.bin %> runs logs 42', '<%= config.bin %> runs logs 42 --step build --follow'];
   static override flags = {
-    follow: Flags.boolean({ char: 'f', description: 'keep printing new lines until the run ends' }),
+    follow: Flags.boolean({ char: 'f', description: 'keep printing new lines until the run ends; exit 0 only if it succeeded' }),
     step: Flags.string({ description: 'only this step' }),
   };
   static override summary = "Show a run's logs";
 
   async run(): Promise<{ lines: LogLineView[] } | undefined> {
     const id = parseRunId((await this.parse(RunsLogs)).args.id);
-    const pool = await this.store();
-    const snap = await runSnapshot(pool, id);
     const { step, follow } = this.flags;
-    if (step !== undefined && !snap.steps.some((s) => s.name === step)) throw new UserError(`run ${id} has no step named ${JSON.stringify(step)}`);
-    const width = Math.max(...snap.steps.map((s) => s.name.length));
+    const ops = await this.ops();
+    const all: LogLineView[] = [];
+    // Every step's tag is as wide as the longest step name, so the columns line up as lines come.
+    let width = Math.max(0, ...(await ops.runsShow({ id, verdicts: false })).steps.map((s) => s.name.length));
     const terminal = process.stdout.isTTY === true;
     const print = (views: LogLineView[]) => {
       for (const v of views) {
         if (this.jsonEnabled()) process.stdout.write(`${JSON.stringify(v)}\n`);
-        else for (const line of logLineText(v, width, { terminal })) this.log(line);
+        else {
+          width = Math.max(width, v.step.length);
+          for (const line of logLineText(v, width, { terminal })) this.log(line);
+        }
       }
     };
     if (!follow) {
-      const lines = (await stepLogRead(pool, { runId: id, step, limit: 1_000_000 })).map(logLineView);
-      if (!this.jsonEnabled()) print(lines);
-      return { lines };
+      await readRunLogs(ops, { id, step, follow: false, onLines: (lines) => all.push(...lines) });
+      if (!this.jsonEnabled()) print(all);
+      return { lines: all };
     }
     const stop = new AbortController();
     const onSignal = () => stop.abort();
     process.once('SIGINT', onSignal);
+    let status: string;
     try {
-      await runLogsFollow(pool, { runId: id, step, signal: stop.signal, onLines: (lines) => print(lines.map(logLineView)) });
+      status = await readRunLogs(ops, { id, step, follow: true, signal: stop.signal, onLines: print });
     } finally {
       process.off('SIGINT', onSignal);
+    }
+    if (status !== 'succeeded') {
+      if (!this.jsonEnabled()) this.logToStderr(`run ${id} ${status}`);
+      this.exit(EXIT.failed);
     }
     return undefined;
   }

@@ -1,15 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { Args, Flags } from '@oclif/core';
-import Table from 'cli-table3';
-import { BaseCommand } from '../../src/cli/base.js';
-import { UserError } from '../../src/cli/errors.js';
-import { cliActor } from '../../src/cli/runs.js';
-import { runSnapshot, runWatch } from '../../src/orchestrator/follow.js';
-import { RunFileInvalid, runFileLoad } from '../../src/orchestrator/runfile.js';
-import { runSubmit } from '../../src/orchestrator/submit.js';
-import { RUN_TABLE_HEAD, runHeadline, runTreeRows, runView, stepProgressLine, type RunView, type StepView } from '../../src/views/runs.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { EXIT } from '../../src/cli/errors.js';
+import { table } from '../../src/cli/render.js';
+import { Invalid } from '../../src/errors.js';
+import { followRun } from '../../src/ops/follow.js';
+import type { OpsOutput } from '../../src/ops/index.js';
+import { RUN_TABLE_HEAD, runHeadline, runTreeRows, stepProgressLine, type StepView } from '../../src/views/runs.js';
 
-export default class RunsSubmit extends BaseCommand<typeof RunsSubmit> {
+export default class RunsSubmit extends OpsCommand<typeof RunsSubmit> {
   static override args = {
     file: Args.string({ description: 'the run file (YAML or JSON); - reads it from stdin', required: true }),
   };
@@ -28,34 +27,29 @@ With --wait, follows the run until it ends, printing each step's progress on std
   };
   static override summary = 'Submit a run file';
 
-  async run(): Promise<RunView | undefined> {
+  async run(): Promise<OpsOutput<'runsSubmit'>> {
     const { file } = (await this.parse(RunsSubmit)).args;
     let text: string;
     try {
       text = readFileSync(file === '-' ? 0 : file, 'utf8');
     } catch (err) {
-      throw new UserError(`cannot read ${file === '-' ? 'stdin' : file}: ${(err as Error).message}`);
+      throw new Invalid(`cannot read ${file === '-' ? 'stdin' : file}: ${(err as Error).message}`);
     }
-    const loaded = runFileLoad(text, this.flags.set);
-    const pool = await this.store();
-    const { runId } = await runSubmit(pool, loaded, { actor: cliActor(), source: 'cli' });
-    if (!this.jsonEnabled()) this.log(String(runId));
-    if (!this.flags.wait) {
-      const snap = await runSnapshot(pool, runId);
-      return runView(snap.run, snap.steps, snap.now);
-    }
+    const ops = await this.ops();
+    const submitted = await ops.runsSubmit({ file: text, set: this.flags.set });
+    if (!this.jsonEnabled()) this.log(String(submitted.id));
+    if (!this.flags.wait) return submitted;
     const seen = new Map<string, StepView>();
     const stop = new AbortController();
     const onSignal = () => stop.abort();
     process.once('SIGINT', onSignal);
-    let view!: RunView;
+    let view: OpsOutput<'runsShow'>;
     try {
-      await runWatch(pool, runId, {
+      view = await followRun(ops, submitted.id, {
         signal: stop.signal,
-        onSnapshot: (snap) => {
-          view = runView(snap.run, snap.steps, snap.now);
+        onView: (v) => {
           if (this.jsonEnabled()) return;
-          for (const s of view.steps) {
+          for (const s of v.steps) {
             const line = stepProgressLine(seen.get(s.name), s);
             if (line) this.logToStderr(line);
             seen.set(s.name, s);
@@ -66,23 +60,15 @@ With --wait, follows the run until it ends, printing each step's progress on std
       process.off('SIGINT', onSignal);
     }
     if (!this.jsonEnabled()) {
-      const table = new Table({ head: RUN_TABLE_HEAD });
-      table.push(...runTreeRows(view));
-      this.logToStderr(table.toString());
+      const t = table(RUN_TABLE_HEAD);
+      t.push(...runTreeRows(view));
+      this.logToStderr(t.toString());
       this.logToStderr(runHeadline(view));
     }
     if (view.status !== 'succeeded') {
       if (this.jsonEnabled()) this.logJson(view);
-      this.exit(1);
+      this.exit(EXIT.failed);
     }
     return view;
-  }
-
-  protected override async catch(err: Error & { oclif?: { exit?: number } }): Promise<unknown> {
-    if (err instanceof RunFileInvalid && this.jsonEnabled()) {
-      this.logJson({ error: { code: err.code, message: err.message.split('\n')[0].replace(/:$/, ''), problems: err.problems } });
-      this.exit(2);
-    }
-    return super.catch(err);
   }
 }

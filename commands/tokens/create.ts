@@ -1,30 +1,39 @@
 import { Flags } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { UserError } from '../../src/cli/errors.js';
-import { auditRecord } from '../../src/store/audit.js';
-import { tokenCreate } from '../../src/store/tokens.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { SCOPES } from '../../src/core/tokens.js';
+import { Invalid } from '../../src/errors.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class TokensCreate extends BaseCommand<typeof TokensCreate> {
-  static override description = 'Create an admin token or a runner registration token. The secret is printed once; only its hash is stored.';
+export default class TokensCreate extends OpsCommand<typeof TokensCreate> {
+  static override description = `Create an API token with a scope, or a runner registration token. The secret is printed once; only its hash is stored.
+
+Scopes: read (every GET), runs (read + submit, retry, cancel), levers (read + drain, undrain, quiesce, resume), admin (everything, including tokens, pools, placement and halt). A token used outside its scope gets 403 naming the scope it lacks; an expired or revoked one gets 401.`;
   static override enableJsonFlag = true;
-  static override examples = ['<%= config.bin %> tokens create --registration --name build-fleet', '<%= config.bin %> tokens create --admin --name ci --json'];
+  static override examples = [
+    '<%= config.bin %> tokens create --name ci-deploy --scope levers --expires 30d',
+    '<%= config.bin %> tokens create --registration --name build-fleet',
+    '<%= config.bin %> tokens create --name ops --scope admin --json',
+  ];
   static override flags = {
-    admin: Flags.boolean({ description: 'an admin token (admin API, lever verbs over HTTP)', exclusive: ['registration'] }),
+    admin: Flags.boolean({ description: 'an admin-scoped API token (same as --scope admin)', exclusive: ['registration', 'scope'] }),
+    expires: Flags.string({ description: 'expire after this long, e.g. 30d, 12h (default: never)' }),
     name: Flags.string({ description: 'a label to recognise the token by', default: 'unnamed' }),
-    registration: Flags.boolean({ description: 'a runner registration token', exclusive: ['admin'] }),
+    registration: Flags.boolean({ description: 'a runner registration token', exclusive: ['admin', 'scope'] }),
+    scope: Flags.string({ description: 'what an API token may do', options: [...SCOPES] }),
   };
   static override summary = 'Create a token';
 
-  async run(): Promise<{ id: string; kind: string; name: string; secret: string }> {
-    if (!this.flags.admin && !this.flags.registration) throw new UserError('say which kind: --admin or --registration');
-    const kind = this.flags.admin ? 'admin' : 'registration';
-    const pool = await this.store();
-    const { token, secret } = await tokenCreate(pool, { kind, name: this.flags.name });
-    await auditRecord(pool, { actor: 'cli', action: 'tokens.create', target: token.id, detail: { kind, name: token.name } });
+  async run(): Promise<OpsOutput<'tokensCreate'>> {
+    const f = this.flags;
+    if (!f.admin && !f.registration && !f.scope) throw new Invalid('say which token: --scope read|runs|levers|admin, or --registration', 'usage');
+    const kind = f.registration ? 'registration' : 'admin';
+    const scope = f.registration ? undefined : f.admin ? 'admin' : (f.scope as (typeof SCOPES)[number]);
+    const created = await (await this.ops()).tokensCreate({ kind, name: f.name, scope, expires: f.expires });
     if (!this.jsonEnabled()) {
-      this.log(secret);
-      this.logToStderr(`${kind} token ${token.id} (${token.name}) created; the secret above is shown only once`);
+      this.log(created.secret);
+      const what = created.kind === 'registration' ? 'registration token' : `${created.scope}-scoped API token`;
+      this.logToStderr(`${what} ${created.id} (${created.name}) created${created.expiresAt ? `, expires ${created.expiresAt}` : ''}; the secret above is shown only once`);
     }
-    return { id: token.id, kind, name: token.name, secret };
+    return created;
   }
 }

@@ -1,20 +1,22 @@
-import Table from 'cli-table3';
-import { BaseCommand } from '../../src/cli/base.js';
-import { tokenList, type TokenRow } from '../../src/store/tokens.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { table } from '../../src/cli/render.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class TokensList extends BaseCommand<typeof TokensList> {
-  static override description = 'List tokens (never their secrets).';
+export default class TokensList extends OpsCommand<typeof TokensList> {
+  static override description = 'List tokens (never their secrets): kind, scope, who created it, when it was last used, when it expires or was revoked.';
   static override enableJsonFlag = true;
-  static override examples = ['<%= config.bin %> tokens list --json'];
+  static override examples = ['<%= config.bin %> tokens list', '<%= config.bin %> tokens list --json'];
   static override summary = 'List tokens';
 
-  async run(): Promise<{ tokens: TokenRow[] }> {
-    const tokens = await tokenList(await this.store());
+  async run(): Promise<OpsOutput<'tokensList'>> {
+    const result = await (await this.ops()).tokensList({});
     if (!this.jsonEnabled()) {
-      const table = new Table({ head: ['id', 'kind', 'name', 'created', 'last used', 'revoked'] });
-      for (const t of tokens) table.push([t.id, t.kind, t.name, t.createdAt.toISOString(), t.lastUsedAt?.toISOString() ?? '', t.revokedAt?.toISOString() ?? '']);
-      this.log(table.toString());
+      const t = table(['id', 'kind', 'name', 'scope', 'created by', 'created', 'last used', 'expires', 'revoked']);
+      for (const k of result.tokens) {
+        t.push([k.id, k.kind === 'admin' ? 'api' : k.kind, k.name, k.scope ?? '', k.createdBy ?? '', k.createdAt, k.lastUsedAt ?? 'never', k.expiresAt ?? 'never', k.revokedAt ?? '']);
+      }
+      this.log(t.toString());
     }
-    return { tokens };
+    return result;
   }
 }

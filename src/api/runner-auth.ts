@@ -2,6 +2,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { hashSecret, secretKind } from '../core/tokens.js';
 import { runnerByCredential, type RunnerRow } from '../store/runners.js';
 import type { Pool } from '../store/pool.js';
+import { Unauthorized } from '../errors.js';
+import { sendError } from './errors.js';
 
 export const CREDENTIAL_INVALID = 'credential invalid';
 const CACHE_MS = 5_000;
@@ -22,7 +24,7 @@ export function runnerAuth(pool: Pool) {
   return async (req: FastifyRequest, reply: FastifyReply) => {
     const header = req.headers.authorization ?? '';
     const secret = header.startsWith('Bearer ') ? header.slice(7).trim() : '';
-    if (!secret || secretKind(secret) !== 'runner') return reply.code(401).send({ error: CREDENTIAL_INVALID });
+    if (!secret || secretKind(secret) !== 'runner') return sendError(reply, new Unauthorized(CREDENTIAL_INVALID, 'credential_invalid'));
     const hash = hashSecret(secret);
     const hit = cache.get(hash);
     if (hit && Date.now() - hit.at < CACHE_MS) {
@@ -32,7 +34,7 @@ export function runnerAuth(pool: Pool) {
     const runner = await runnerByCredential(pool, hash);
     if (!runner) {
       cache.delete(hash);
-      return reply.code(401).send({ error: CREDENTIAL_INVALID });
+      return sendError(reply, new Unauthorized(CREDENTIAL_INVALID, 'credential_invalid'));
     }
     if (cache.size > 10_000) cache.clear();
     cache.set(hash, { runner, at: Date.now() });

@@ -9,6 +9,8 @@ import { stepLogAppend } from '../store/logs.js';
 import { auditRecord } from '../store/audit.js';
 import { runnerRegister, runnerTouch } from '../store/runners.js';
 import { tokenVerify } from '../store/tokens.js';
+import { Conflict, Unauthorized } from '../errors.js';
+import { sendError } from './errors.js';
 import { runnerAuth } from './runner-auth.js';
 import { BODY_LIMIT, int4, int8, load, name as schemaName, names as schemaNames, nullableText, object, text } from './schema.js';
 
@@ -77,7 +79,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
       preValidation: async (req, reply) => {
         const presented = (req.body as Record<string, unknown> | null)?.registration_token;
         const tok = typeof presented === 'string' && secretKind(presented) === 'registration' ? await tokenVerify(deps.pool, 'registration', presented) : undefined;
-        if (!tok) return reply.code(401).send({ error: 'registration token invalid' });
+        if (!tok) return sendError(reply, new Unauthorized('registration token invalid', 'registration_token_invalid'));
         registrationTokens.set(req, tok.id);
       },
       schema: {
@@ -145,7 +147,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
         touch(runner.id);
         const parked = parkedBy.get(runner.id) ?? 0;
         if (parked >= PARKED_PER_RUNNER) {
-          return reply.code(429).header('retry-after', '1').send({ error: `too many acquires in flight for this runner (at most ${PARKED_PER_RUNNER}); retry` });
+          return reply.code(429).header('retry-after', '1').send({ error: { code: 'too_many_acquires', message: `too many acquires in flight for this runner (at most ${PARKED_PER_RUNNER}); retry` } });
         }
         parkedBy.set(runner.id, parked + 1);
         const ctl = new AbortController();
@@ -247,7 +249,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
         const lease = await checkLease(deps, req.runner!.id, { stepId: Number(req.body.step_id), token: String(req.body.token) });
         if (!lease) {
           emitDispatch(deps.events, 'lease:fenced', { call: 'logs', count: 1 });
-          return reply.code(409).send({ error: FENCED });
+          return sendError(reply, new Conflict(FENCED, 'lease_lost'));
         }
         if (req.body.chunks.length === 0) return { ok: true };
         const { truncated } = await stepLogAppend(deps.pool, { stepId: lease.stepId, attempt: lease.attempt, chunks: req.body.chunks, maxBytes: opts.maxStepLogBytes });

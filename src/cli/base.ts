@@ -1,8 +1,14 @@
-import { Command, Flags, Errors, type Interfaces } from '@oclif/core';
-import { ConfigError, redactUrl } from '../config.js';
+import { Command, Errors, Flags, type Interfaces } from '@oclif/core';
+import { redactUrl } from '../config.js';
+import { errorBody } from '../errors.js';
 import { opschainHome, readLocalSecret, readServerRecord, readStoreRecord } from '../home.js';
-import { createPool, isStoreUnavailable, storeCause, type Pool } from '../store/pool.js';
-import { UserError } from './errors.js';
+import type { Ops } from '../ops/index.js';
+import { httpOps } from '../ops/http-transport.js';
+import { storeOps } from '../ops/store-transport.js';
+import { createPool, type Pool } from '../store/pool.js';
+import { Invalid } from '../errors.js';
+import { asDomainError, EXIT, EXIT_CODES } from './errors.js';
+import { cliActor } from './runs.js';
 
 export type BaseFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
 
@@ -18,6 +24,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
 
   protected flags!: BaseFlags<T>;
   private pool?: Pool;
+  private storeSource?: { url: string; from: string };
 
   public override async init(): Promise<void> {
     await super.init();
@@ -30,10 +37,15 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   }
 
   protected databaseUrl(): string {
-    const url = this.flags['database-url'] || process.env.DATABASE_URL || readStoreRecord(this.home)?.databaseUrl;
-    if (!url) {
-      throw new UserError(`no store found: start one with 'opschain server start' (it records its store in ${this.home}) or pass --database-url`, 'no_store');
-    }
+    if (this.flags['database-url']) return this.remember(this.flags['database-url'], '--database-url / OPSCHAIN_DATABASE_URL');
+    if (process.env.DATABASE_URL) return this.remember(process.env.DATABASE_URL, 'DATABASE_URL');
+    const recorded = readStoreRecord(this.home)?.databaseUrl;
+    if (recorded) return this.remember(recorded, `the local server's record in OPSCHAIN_HOME ${this.home}`);
+    throw new Invalid(`no store found: start one with 'opschain server start' (it records its store in ${this.home}), or pass --database-url or --server`, 'no_store');
+  }
+
+  private remember(url: string, from: string): string {
+    this.storeSource = { url, from };
     return url;
   }
 
@@ -58,35 +70,86 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     return super.finally(err);
   }
 
+  /** `Usage: opschain runs show ID [flags]`, the verb's one-line usage hint. */
+  protected usageLine(): string {
+    const args = Object.entries(this.ctor.args ?? {}).map(([name, a]) => ((a as { required?: boolean }).required ? name.toUpperCase() : `[${name.toUpperCase()}]`));
+    return `${this.config.bin} ${(this.id ?? '').replace(/:/g, ' ')} ${args.join(' ')}${args.length ? ' ' : ''}[flags]`;
+  }
+
+  /**
+   * Every error ends the same way with and without --json: the exit code of its kind (src/cli/errors.ts)
+   * and one message, as `Error: …` on stderr or the error body on stdout.
+   */
   protected override async catch(err: Error & { oclif?: { exit?: number } }): Promise<unknown> {
     if (err instanceof Errors.ExitError) throw err;
-    let code = 'error';
-    let exit = 1;
-    let message = err.message;
-    if (err instanceof UserError) {
-      code = err.code;
-      exit = err.exitCode;
-    } else if (err instanceof ConfigError) {
-      code = 'invalid_config';
-      exit = 2;
-    } else if (err.oclif?.exit !== undefined) {
-      // oclif's own parse errors (unknown flag, missing argument) already say what was wrong;
-      // checked before the store test, whose message match would take "--timeout" for an outage.
-      return super.catch(err);
-    } else if (isStoreUnavailable(err)) {
-      code = 'store_unavailable';
-      exit = 3;
-      message = `store unavailable: ${storeCause(err)}`;
+    // oclif's own parse errors are usage errors, checked first: the store-outage test matches
+    // messages, and would take an unknown "--timeout" flag for an outage.
+    const usage = err.oclif?.exit !== undefined || err instanceof Errors.CLIError;
+    const domain = usage ? undefined : asDomainError(err, this.storeSource);
+    let body: { error: { code: string; message: string; [k: string]: unknown } };
+    let exit: number;
+    let extra: string[] = [];
+    if (domain) {
+      body = errorBody(domain);
+      exit = EXIT_CODES[domain.kind];
+    } else if (usage) {
+      // oclif's own parse errors (unknown flag, missing argument): one line and the usage hint.
+      const first = err.message.split('\n')[0].replace(/:$/, '');
+      body = { error: { code: 'usage', message: first } };
+      exit = EXIT.usage;
+      extra = [`Usage: ${this.usageLine()}`, `See '${this.config.bin} ${(this.id ?? '').replace(/:/g, ' ')} --help'.`];
+    } else {
+      body = { error: { code: 'error', message: err.message } };
+      exit = EXIT.failed;
     }
     // A URL in an error (a rejected --database-url) never shows its password.
-    message = redactUrl(message);
-    if (this.jsonEnabled()) this.logJson({ error: { code, message } });
-    else this.logToStderr(`Error: ${message}`);
+    body.error.message = redactUrl(body.error.message);
+    if (this.jsonEnabled()) this.logJson(body);
+    else {
+      // A refusal with a list (a run file's problems) names every problem on its own line.
+      const problems = Array.isArray(body.error.problems) ? (body.error.problems as Array<{ path: string; message: string }>) : [];
+      this.logToStderr(`Error: ${body.error.message}${problems.length ? ':' : ''}`);
+      for (const p of problems) this.logToStderr(`${p.path}: ${p.message}`);
+      for (const line of extra) this.logToStderr(line);
+    }
     this.exit(exit);
   }
 
   protected override toErrorJson(err: unknown): unknown {
     const e = err as { code?: string; message?: string };
     return { error: { code: typeof e.code === 'string' ? e.code : 'error', message: e.message ?? String(err) } };
+  }
+}
+
+export type OpsFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof OpsCommand)['baseFlags'] & T['flags']>;
+
+/**
+ * A verb of the operations layer: reaches the store directly (as BaseCommand does), or with
+ * `--server URL` (OPSCHAIN_SERVER) a server's HTTP API with `--token` (OPSCHAIN_TOKEN). Both go
+ * through `this.ops()`, so the verb behaves the same either way.
+ */
+export abstract class OpsCommand<T extends typeof Command> extends BaseCommand<T> {
+  static override baseFlags = {
+    ...BaseCommand.baseFlags,
+    server: Flags.string({ description: 'a server\'s URL: go through its HTTP API instead of the store', env: 'OPSCHAIN_SERVER', helpGroup: 'GLOBAL' }),
+    token: Flags.string({ description: 'API token for --server (default: the local server\'s admin token)', env: 'OPSCHAIN_TOKEN', helpGroup: 'GLOBAL' }),
+  };
+
+  declare protected flags: OpsFlags<T>;
+  private transport?: Ops;
+
+  /** The operations, through the server when --server is given, else straight to the store. */
+  protected async ops(): Promise<Ops> {
+    if (this.transport) return this.transport;
+    const server = this.flags.server?.replace(/\/+$/, '');
+    if (server) {
+      if (!/^https?:\/\/[^\s/]+/.test(server)) throw new Invalid(`--server ${server}: expected a URL like http://opschain.internal:7420`, 'usage');
+      // The local admin token goes only to the local server; reading it writes nothing in the home.
+      const local = readServerRecord(this.home)?.url === server ? this.localSecret('admin') : undefined;
+      this.transport = httpOps({ server, token: this.flags.token || local });
+    } else {
+      this.transport = storeOps({ pool: await this.store(), actor: `cli:${cliActor()}`, source: 'cli', acceptExceeding: process.env.OPSCHAIN_ACCEPT_EXCEEDING !== 'false' });
+    }
+    return this.transport;
   }
 }

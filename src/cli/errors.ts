@@ -1,13 +1,36 @@
-/** An error the user can fix: bad input, unknown id. Exit code 2, one line, nothing written. */
-export class UserError extends Error {
-  constructor(message: string, readonly code = 'invalid_input', readonly exitCode = 2) {
-    super(message);
-    this.name = 'UserError';
+import { ConfigError, redactUrl } from '../config.js';
+import { DomainError, Invalid, Unavailable, type ErrorKind } from '../errors.js';
+import { isStoreUnavailable, storeCause } from '../store/pool.js';
+
+/** The exit codes of every verb (docs/cli.md). */
+export const EXIT = { done: 0, failed: 1, usage: 2, notFound: 3, conflict: 4, unavailable: 5, timedOut: 6 } as const;
+
+/** Domain error kind → exit code: the one place the CLI decides it. */
+export const EXIT_CODES: Record<ErrorKind, number> = {
+  failed: EXIT.failed,
+  invalid: EXIT.usage,
+  unauthorized: EXIT.usage,
+  forbidden: EXIT.usage,
+  not_found: EXIT.notFound,
+  conflict: EXIT.conflict,
+  unavailable: EXIT.unavailable,
+  timed_out: EXIT.timedOut,
+};
+
+/**
+ * Any error a verb can end with, as a domain error: config mistakes are bad input, a store that
+ * cannot be reached is Unavailable naming where its URL came from and how to start one.
+ */
+export function asDomainError(err: unknown, store?: { url: string; from: string }): DomainError | undefined {
+  if (err instanceof DomainError) return err;
+  if (err instanceof ConfigError) return new Invalid(err.message, 'invalid_config');
+  if (isStoreUnavailable(err)) {
+    const where = store ? ` at ${redactUrl(store.url)} (from ${store.from})` : '';
+    const hint = store?.from.includes('OPSCHAIN_HOME') ? "; start it with 'opschain server start'" : '; check that PostgreSQL is running and the URL is right';
+    return new Unavailable(`store unavailable${where}: ${storeCause(err)}${hint}`, 'store_unavailable');
   }
+  return undefined;
 }
 
-export class NotFoundError extends UserError {
-  constructor(message: string) {
-    super(message, 'not_found', 2);
-  }
-}
+/** @deprecated throw `Invalid` / `NotFound` from src/errors.ts; kept so older call sites still read. */
+export { Invalid as UserError, NotFound as NotFoundError } from '../errors.js';

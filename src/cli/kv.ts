@@ -1,11 +1,11 @@
-import { UserError } from './errors.js';
+import { Invalid } from '../errors.js';
 
 /** `k=v` → [k, v]; the flag name goes into the error for a malformed pair. */
 export function parsePair(flag: string, raw: string, opts: { allowEmptyValue?: boolean } = {}): [string, string] {
   const i = raw.indexOf('=');
   const key = i > 0 ? raw.slice(0, i).trim() : '';
   const value = i > 0 ? raw.slice(i + 1).trim() : '';
-  if (!key || (!value && !opts.allowEmptyValue)) throw new UserError(`--${flag} ${raw}: expected key=value`);
+  if (!key || (!value && !opts.allowEmptyValue)) throw new Invalid(`--${flag} ${raw}: expected key=value`);
   return [key, value];
 }
 
@@ -15,7 +15,7 @@ export function parseSelectors(raws: string[]): Record<string, string[]> {
   for (const raw of raws) {
     const [key, value] = parsePair('selector', raw);
     const values = value.split(',').map((v) => v.trim());
-    if (values.some((v) => v === '')) throw new UserError(`--selector ${raw}: empty value in the set`);
+    if (values.some((v) => v === '')) throw new Invalid(`--selector ${raw}: empty value in the set`);
     out[key] = [...new Set([...(out[key] ?? []), ...values])];
   }
   return out;
@@ -24,13 +24,6 @@ export function parseSelectors(raws: string[]): Record<string, string[]> {
 /** A positive number flag (weights, loads). */
 export function parsePositive(flag: string, raw: string): number {
   const n = Number(raw);
-  if (!/^\s*\d+(\.\d+)?\s*$/.test(raw) || !Number.isFinite(n) || n <= 0) throw new UserError(`--${flag} ${raw}: expected a number above 0`);
+  if (!/^\s*\d+(\.\d+)?\s*$/.test(raw) || !Number.isFinite(n) || n <= 0) throw new Invalid(`--${flag} ${raw}: expected a number above 0`);
   return n;
-}
-
-/** A target path prefix as bindings store it: `acme/prod/` → `acme/prod`. */
-export function normalisePath(raw: string): string {
-  const path = raw.trim().replace(/\/+$/, '');
-  if (!path || /\s/.test(path) || path.split('/').some((seg) => seg === '')) throw new UserError(`path ${JSON.stringify(raw)}: expected segments separated by single slashes, like acme/prod`);
-  return path;
 }

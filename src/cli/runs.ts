@@ -1,9 +1,9 @@
 import { userInfo } from 'node:os';
-import { UserError } from './errors.js';
+import { Invalid } from '../errors.js';
 
 /** A run id as typed on the command line. */
 export function parseRunId(text: string): number {
-  if (!/^\d{1,15}$/.test(text.trim()) || Number(text) < 1) throw new UserError(`expected a run id (a positive number), got ${JSON.stringify(text)}`);
+  if (!/^\d{1,15}$/.test(text.trim()) || Number(text) < 1) throw new Invalid(`expected a run id (a positive number), got ${JSON.stringify(text)}`);
   return Number(text);
 }
 

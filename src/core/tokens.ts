@@ -22,3 +22,16 @@ export function secretMatches(secret: string, storedHash: string): boolean {
   const b = Buffer.from(storedHash, 'hex');
   return a.length === b.length && timingSafeEqual(a, b);
 }
+
+/**
+ * What an API token may do. `read` is every GET; `runs` adds submit, retry and cancel; `levers`
+ * adds drain, undrain, quiesce and resume; `admin` is everything (tokens, pools, placement, halt).
+ */
+export const SCOPES = ['read', 'runs', 'levers', 'admin'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** Whether a token of scope `held` may use a route that needs `needed`. */
+export function scopeAllows(held: Scope, needed: Scope): boolean {
+  if (held === 'admin' || held === needed) return true;
+  return needed === 'read';
+}

@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import { LANE_NAMES, type LaneName } from '../core/entry.js';
 import { verdict } from '../core/verdict.js';
+import { TimedOut } from '../errors.js';
 import { drainTargetRead, fleetQueueRead, runnerLeasesRead, runnerPinsRead, type DrainTargetRow, type RunnerLeaseRow } from '../store/fleet.js';
 import type { Pool } from '../store/pool.js';
 
@@ -46,7 +47,7 @@ const held = (runners: DrainTargetRow['runners'], l: RunnerLeaseRow): HeldLease 
   deliveredAt: l.deliveredAt?.toISOString() ?? null,
 });
 
-/** The leases still out on a drain target's runners (an unknown target throws DrainTargetError). */
+/** The leases still out on a drain target's runners (an unknown target throws NotFound). */
 export async function drainHeld(pool: Pool, target: DrainTarget): Promise<{ target: DrainTargetJson; leases: HeldLease[] }> {
   const t = await drainTargetRead(pool, target);
   const leases = await runnerLeasesRead(pool, t.runners.map((r) => r.id));
@@ -91,7 +92,7 @@ export async function drainPreview(pool: Pool, target: DrainTarget): Promise<Dra
 }
 
 /** `--wait` ran out of time: the leases still out when it gave up. */
-export class DrainWaitTimeout extends Error {
+export class DrainWaitTimeout extends TimedOut {
   constructor(readonly waitedMs: number, readonly remaining: HeldLease[]) {
     super(`timed out after ${Math.round(waitedMs / 1000)}s: ${remaining.length} lease${remaining.length === 1 ? '' : 's'} still out (${remaining.map(leaseText).join('; ')})`);
     this.name = 'DrainWaitTimeout';

@@ -1,11 +1,12 @@
 import { parseDuration } from '../core/duration.js';
+import { Invalid } from '../errors.js';
 import { auditRecord } from '../store/audit.js';
 import { storeNow } from '../store/coordination.js';
 import { withTransaction, type Pool, type PoolClient } from '../store/pool.js';
 import { postureHoldsDue, postureHoldsRead, postureRead, postureSet, type FleetPosture, type PostureField, type PostureHold } from '../store/posture.js';
 
 /** Bad input to a lever: nothing was written. */
-export class LeverInputError extends Error {
+export class LeverInputError extends Invalid {
   constructor(message: string) {
     super(message);
     this.name = 'LeverInputError';

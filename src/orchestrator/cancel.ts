@@ -1,4 +1,4 @@
-import { NotFoundError } from '../cli/errors.js';
+import { NotFound } from '../errors.js';
 import { auditRecord } from '../store/audit.js';
 import { leaseRevokeRun } from '../store/lease-revoke.js';
 import { stepLogSystem } from '../store/logs.js';
@@ -26,7 +26,7 @@ export interface RunCancelled {
 export async function runCancel(pool: Pool, runId: number, opts: { actor: string; source?: string } = { actor: 'cli' }): Promise<RunCancelled> {
   return withTransaction(pool, async (client) => {
     const seen = await runGet(client, runId);
-    if (!seen) throw new NotFoundError(`no run with id ${runId}`);
+    if (!seen) throw new NotFound(`no run with id ${runId}`);
     if (seen.status !== 'running') return { id: runId, status: seen.status, cancelled: false, steps: [], revoked: 0 };
     // Leases before the run row: the lease lifecycle holds a lease row when it takes the run's lock.
     const revoked = await leaseRevokeRun(client, runId);

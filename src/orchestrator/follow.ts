@@ -1,4 +1,4 @@
-import { NotFoundError } from '../cli/errors.js';
+import { NotFound } from '../errors.js';
 import { stepLogRead, type LogLine } from '../store/logs.js';
 import type { Pool } from '../store/pool.js';
 import { runGet, runRead, type RunRow, type StepRow } from '../store/runs.js';
@@ -20,7 +20,7 @@ const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
 /** The run as it stands; NotFoundError when there is no such run. */
 export async function runSnapshot(pool: Pool, runId: number): Promise<RunSnapshot> {
   const snap = await runRead(pool, runId);
-  if (!snap) throw new NotFoundError(`no run with id ${runId}`);
+  if (!snap) throw new NotFound(`no run with id ${runId}`);
   return snap;
 }
 
@@ -50,7 +50,7 @@ export async function runLogsFollow(
   while (true) {
     // The status is read before the lines, so the lines written before it finished are all seen.
     const run = await runGet(pool, p.runId);
-    if (!run) throw new NotFoundError(`no run with id ${p.runId}`);
+    if (!run) throw new NotFound(`no run with id ${p.runId}`);
     let lines: LogLine[];
     do {
       lines = await stepLogRead(pool, { runId: p.runId, step: p.step, after, limit: batch });

@@ -1,4 +1,4 @@
-import { NotFoundError } from '../cli/errors.js';
+import { NotFound } from '../errors.js';
 import { auditRecord } from '../store/audit.js';
 import { stepLogSystem } from '../store/logs.js';
 import { withTransaction, type Pool } from '../store/pool.js';
@@ -25,7 +25,7 @@ export async function runRetry(pool: Pool, runId: number, opts: { actor: string;
   return withTransaction(pool, async (client) => {
     await stepsLockRun(client, runId);
     const run = await runLock(client, runId);
-    if (!run) throw new NotFoundError(`no run with id ${runId}`);
+    if (!run) throw new NotFound(`no run with id ${runId}`);
     const { retried, reopened } = await stepsRetry(client, runId);
     if (retried.length === 0 && reopened.length === 0) return { id: runId, status: run.status, retried: [], reopened: [] };
     const freed = await stepsRelease(client, { runId });

@@ -1,11 +1,11 @@
 import { LineCounter, parseDocument, parse as parseYaml } from 'yaml';
-import { UserError } from '../cli/errors.js';
-import { applyOverrides, formatProblem, validateRunFile, type RunDefinition, type RunFileProblem } from '../core/runfile.js';
+import { Invalid } from '../errors.js';
+import { applyOverrides, validateRunFile, type RunDefinition, type RunFileProblem } from '../core/runfile.js';
 
 /** A run file refused whole: every problem, each at its path. */
-export class RunFileInvalid extends UserError {
+export class RunFileInvalid extends Invalid {
   constructor(readonly problems: RunFileProblem[]) {
-    super(`run file refused (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${problems.map(formatProblem).join('\n')}`, 'invalid_run_file', 2);
+    super(`run file refused (${problems.length} problem${problems.length === 1 ? '' : 's'})`, 'invalid_run_file', { problems });
     this.name = 'RunFileInvalid';
   }
 }

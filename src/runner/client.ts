@@ -111,7 +111,7 @@ export class RunnerClient {
 
   async register(req: RegisterRequest, signal?: AbortSignal): Promise<Registration> {
     const r = await this.call('register', req, { auth: false, timeoutMs: this.timeoutMs, signal });
-    if (r.status === 409) throw new ProtocolError(409, 'register', String(r.body?.error ?? 'conflict'));
+    if (r.status === 409) throw new ProtocolError(409, 'register', errorText(r.body, 'conflict'));
     return r.body as Registration;
   }
 
@@ -154,7 +154,7 @@ export class RunnerClient {
     const r = await this.call(path, body, { auth: true, timeoutMs: this.timeoutMs, signal });
     if (r.status === 409) {
       // A whole-call 409 fences every item of it.
-      return items.map((i) => ({ step_id: i.step_id, ok: false, status: 409, error: String(r.body?.error ?? LEASE_LOST) }));
+      return items.map((i) => ({ step_id: i.step_id, ok: false, status: 409, error: errorText(r.body, LEASE_LOST) }));
     }
     const results = Array.isArray(r.body?.results) ? (r.body.results as ItemResult[]) : [];
     const byStep = new Map(results.map((x) => [String(x.step_id), x]));
@@ -182,19 +182,19 @@ export class RunnerClient {
           try {
             parsed = JSON.parse(text);
           } catch {
-            parsed = { error: text.slice(0, 200) };
+            parsed = { error: { code: 'bad_answer', message: text.slice(0, 200) } };
           }
         }
         if (res.status < 300 || res.status === 409) {
           if (failures > 0) this.log.info({ server, path, failures }, `runner protocol: ${server} answers again`);
           return { status: res.status, body: parsed };
         }
-        if (res.status === 401) throw new CredentialInvalidError(server, String(parsed?.error ?? CREDENTIAL_INVALID));
-        if (!TRANSIENT_STATUSES.has(res.status)) throw new ProtocolError(res.status, path, String(parsed?.error ?? res.statusText));
+        if (res.status === 401) throw new CredentialInvalidError(server, errorText(parsed, CREDENTIAL_INVALID));
+        if (!TRANSIENT_STATUSES.has(res.status)) throw new ProtocolError(res.status, path, errorText(parsed, res.statusText));
         if (res.status === 500 && opts.max500s !== undefined && ++fiveHundreds >= opts.max500s) {
-          throw new ProtocolError(500, path, `${String(parsed?.error ?? res.statusText)} (${fiveHundreds} times; not retried further)`);
+          throw new ProtocolError(500, path, `${errorText(parsed, res.statusText)} (${fiveHundreds} times; not retried further)`);
         }
-        problem = `HTTP ${res.status}: ${String(parsed?.error ?? res.statusText)}`;
+        problem = `HTTP ${res.status}: ${errorText(parsed, res.statusText)}`;
       } catch (err) {
         if (err instanceof CredentialInvalidError || err instanceof ProtocolError) throw err;
         if (opts.signal?.aborted) throw new CallAbortedError(path);
@@ -215,6 +215,14 @@ export class RunnerClient {
       }
     }
   }
+}
+
+/** The verdict of an error body: `{"error": {"code", "message"}}`, or the bare string of servers before it. */
+function errorText(body: any, fallback: string): string {
+  const e = body?.error;
+  if (typeof e === 'string') return e;
+  if (e && typeof e.message === 'string') return e.message;
+  return fallback;
 }
 
 function describeTransportError(err: unknown): string {

@@ -2,6 +2,7 @@ import type { QueueEntry } from '../core/entry.js';
 import type { DrainState } from '../core/placement.js';
 import type { PoolState } from '../core/plan.js';
 import type { VerdictRunner } from '../core/verdict.js';
+import { Conflict, NotFound } from '../errors.js';
 import { auditRecord } from './audit.js';
 import { leasesOutstandingByRun, pinsForRuns } from './leases.js';
 import { poolStateRead } from './pools.js';
@@ -109,21 +110,20 @@ export interface DrainResult {
   changed: boolean;
 }
 
-export class DrainTargetError extends Error {
-  constructor(message: string, readonly code: 'not_found' | 'ambiguous') {
-    super(message);
-  }
-}
-
 /**
  * Drains or undrains a runner (by id, else by unique name) or a group, and records the lever in
- * the audit log, in one transaction. A group need not have a row yet: draining creates it.
+ * the audit log, in one transaction. A group exists when it has a row or a registered runner names
+ * it; a lever never creates what it names, so an unknown group or runner is NotFound.
  */
 export async function fleetDrainSet(pool: Pool, p: { runner?: string; group?: string; drained: boolean; reason?: string | null; actor: string; source?: string }): Promise<DrainResult> {
   return withTransaction(pool, async (client) => {
     let result: DrainResult;
     if (p.group !== undefined) {
       const before = await client.query(`SELECT drained FROM runner_groups WHERE name = $1 FOR UPDATE`, [p.group]);
+      if (before.rows.length === 0) {
+        const named = await client.query(`SELECT 1 FROM runners WHERE group_name = $1 AND deleted_at IS NULL LIMIT 1`, [p.group]);
+        if (named.rows.length === 0) throw new NotFound(`no runner group named ${p.group} (see opschain groups list)`);
+      }
       await client.query(
         `INSERT INTO runner_groups AS g (name, drained, drain_reason) VALUES ($1, $2, CASE WHEN $2 THEN $3 END)
          ON CONFLICT (name) DO UPDATE SET drained = $2, drain_reason = CASE WHEN $2 THEN coalesce($3, g.drain_reason) END, updated_at = now()`,
@@ -137,8 +137,8 @@ export async function fleetDrainSet(pool: Pool, p: { runner?: string; group?: st
         `SELECT id, drained FROM runners WHERE deleted_at IS NULL AND (id = $1 OR (name = $1 AND NOT EXISTS (SELECT 1 FROM runners WHERE id = $1 AND deleted_at IS NULL))) FOR UPDATE`,
         [runner],
       );
-      if (found.length === 0) throw new DrainTargetError(`no runner with id or name ${runner}`, 'not_found');
-      if (found.length > 1) throw new DrainTargetError(`${found.length} runners are named ${runner}: give the runner id (${found.map((r) => r.id).join(', ')})`, 'ambiguous');
+      if (found.length === 0) throw new NotFound(`no runner with id or name ${runner}`);
+      if (found.length > 1) throw new Conflict(`${found.length} runners are named ${runner}: give the runner id (${found.map((r) => r.id).join(', ')})`, 'ambiguous');
       await client.query(
         `UPDATE runners SET drained = $2, drain_reason = CASE WHEN $2 THEN coalesce($3, drain_reason) END WHERE id = $1`,
         [found[0].id, p.drained, p.reason ?? null],
@@ -232,14 +232,16 @@ export interface DrainTargetRow {
   drained: boolean;
 }
 
-/** Resolves a drain target without changing anything; DrainTargetError when no such runner or the name is ambiguous. */
+/** Resolves a drain target without changing anything; NotFound when no such runner or group, Conflict when a name is ambiguous. */
 export async function drainTargetRead(db: Db, p: { runner?: string; group?: string }): Promise<DrainTargetRow> {
   if (p.group !== undefined) {
     const { rows } = await db.query(
       `SELECT coalesce((SELECT drained FROM runner_groups WHERE name = $1), false) AS drained,
+              EXISTS (SELECT 1 FROM runner_groups WHERE name = $1) AS exists,
               coalesce((SELECT json_agg(json_build_object('id', id, 'name', name) ORDER BY name, id) FROM runners WHERE group_name = $1 AND deleted_at IS NULL), '[]'::json) AS runners`,
       [p.group],
     );
+    if (!rows[0].exists && rows[0].runners.length === 0) throw new NotFound(`no runner group named ${p.group} (see opschain groups list)`);
     return { kind: 'group', name: p.group, runners: rows[0].runners, drained: rows[0].drained };
   }
   const runner = p.runner ?? '';
@@ -247,8 +249,8 @@ export async function drainTargetRead(db: Db, p: { runner?: string; group?: stri
     `SELECT id, name, drained FROM runners WHERE deleted_at IS NULL AND (id = $1 OR (name = $1 AND NOT EXISTS (SELECT 1 FROM runners WHERE id = $1 AND deleted_at IS NULL)))`,
     [runner],
   );
-  if (rows.length === 0) throw new DrainTargetError(`no runner with id or name ${runner}`, 'not_found');
-  if (rows.length > 1) throw new DrainTargetError(`${rows.length} runners are named ${runner}: give the runner id (${rows.map((r) => r.id).join(', ')})`, 'ambiguous');
+  if (rows.length === 0) throw new NotFound(`no runner with id or name ${runner}`);
+  if (rows.length > 1) throw new Conflict(`${rows.length} runners are named ${runner}: give the runner id (${rows.map((r) => r.id).join(', ')})`, 'ambiguous');
   return { kind: 'runner', name: rows[0].id, runners: [{ id: rows[0].id, name: rows[0].name }], drained: rows[0].drained };
 }
 

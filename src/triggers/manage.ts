@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { UserError } from '../cli/errors.js';
+import { Conflict, Invalid, NotFound } from '../errors.js';
 import { cronCheck, cronNext } from '../core/cron.js';
 import {
   CATCH_UP_POLICIES,
@@ -39,12 +39,12 @@ import {
 
 /**
  * The template and trigger verbs, one function per verb taking the store and its parameters
- * (the shape the operations layer calls). Bad input throws UserError (exit 2) and writes nothing;
+ * (the shape the operations layer calls). Bad input throws Invalid (exit 2) and writes nothing;
  * an unknown name or id is not_found (exit 3); removing a template in use is a conflict (exit 4).
  */
 
-const notFound = (what: string) => new UserError(what, 'not_found', 3);
-const conflict = (what: string) => new UserError(what, 'conflict', 4);
+const notFound = (what: string) => new NotFound(what);
+const conflict = (what: string) => new Conflict(what);
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 export interface TemplateView {
@@ -67,7 +67,7 @@ export interface TemplateDetail extends TemplateView {
 
 function limitOf(name: string, v: number | undefined | null): number | null {
   if (v === undefined || v === null) return null;
-  if (!Number.isInteger(v) || v < 1 || v > 1_000_000) throw new UserError(`${name}: expected a whole number from 1 to 1000000, got ${v}`);
+  if (!Number.isInteger(v) || v < 1 || v > 1_000_000) throw new Invalid(`${name}: expected a whole number from 1 to 1000000, got ${v}`);
   return v;
 }
 
@@ -75,7 +75,7 @@ function limitOf(name: string, v: number | undefined | null): number | null {
 export async function templatePut(pool: Pool, p: { text: string; name?: string; maxConcurrentRuns?: number | null; dailyCeiling?: number | null; actor: string }): Promise<TemplateView> {
   const loaded = runFileLoad(p.text);
   const name = p.name ?? loaded.definition.name;
-  if (!TEMPLATE_NAME.test(name)) throw new UserError(`template name ${JSON.stringify(name)}: 1–100 of letters, digits, . _ - (starting with a letter or digit)`);
+  if (!TEMPLATE_NAME.test(name)) throw new Invalid(`template name ${JSON.stringify(name)}: 1–100 of letters, digits, . _ - (starting with a letter or digit)`);
   const maxConcurrentRuns = limitOf('--max-concurrent-runs', p.maxConcurrentRuns);
   const dailyCeiling = limitOf('--daily-ceiling', p.dailyCeiling);
   const row = await withTransaction(pool, async (client) => {
@@ -200,7 +200,7 @@ export const tickView = (t: TickRow): TickView => ({
 
 function policy<T extends string>(flag: string, value: string | undefined, allowed: readonly T[], fallback: T): T {
   if (value === undefined) return fallback;
-  if (!(allowed as readonly string[]).includes(value)) throw new UserError(`${flag} ${JSON.stringify(value)}: expected one of ${allowed.join(', ')}`);
+  if (!(allowed as readonly string[]).includes(value)) throw new Invalid(`${flag} ${JSON.stringify(value)}: expected one of ${allowed.join(', ')}`);
   return value as T;
 }
 
@@ -211,7 +211,7 @@ async function templateFor(client: PoolClient, name: string, sets: string[]): Pr
   try {
     runFileLoad(t.source, sets);
   } catch (err) {
-    if (err instanceof RunFileInvalid) throw new UserError(`template ${name} v${t.version} refuses these --set values: ${err.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
+    if (err instanceof RunFileInvalid) throw new Invalid(`template ${name} v${t.version} refuses these --set values: ${err.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
     throw err;
   }
   return t;
@@ -226,7 +226,7 @@ async function created(client: PoolClient, id: number, actor: string, kind: stri
 export async function scheduleAdd(pool: Pool, p: { template: string; cron: string; tz?: string; overlap?: string; catchUp?: string; sets?: string[]; actor: string }): Promise<TriggerView> {
   const tz = p.tz ?? 'UTC';
   const check = cronCheck(p.cron, tz);
-  if (!check.ok) throw new UserError(check.reason);
+  if (!check.ok) throw new Invalid(check.reason);
   const overlap = policy('--overlap', p.overlap, OVERLAP_POLICIES, 'skip');
   const catchUp = policy('--catch-up', p.catchUp, CATCH_UP_POLICIES, 'none');
   const sets = p.sets ?? [];
@@ -242,7 +242,7 @@ export async function oneShotAdd(pool: Pool, p: { template: string; at: string; 
   const sets = p.sets ?? [];
   return withTransaction(pool, async (client) => {
     const when = oneShotTime(p.at, await dbNow(client));
-    if (!when.ok) throw new UserError(when.reason);
+    if (!when.ok) throw new Invalid(when.reason);
     await templateFor(client, p.template, sets);
     const id = await oneShotInsert(client, { template: p.template, fireAt: when.at, sets, createdBy: p.actor });
     return created(client, id, p.actor, 'once', { template: p.template, at: when.at.toISOString() });
@@ -259,7 +259,7 @@ export async function webhookAdd(pool: Pool, p: { template: string; sets?: strin
   const maps: PayloadMap[] = [];
   for (const m of p.maps ?? []) {
     const parsed = payloadMapParse(m);
-    if (!parsed.ok) throw new UserError(parsed.reason);
+    if (!parsed.ok) throw new Invalid(parsed.reason);
     maps.push(parsed.map);
   }
   const secret = WEBHOOK_SECRET_PREFIX + randomBytes(32).toString('base64url');
@@ -275,7 +275,7 @@ export async function triggersList(pool: Pool): Promise<TriggerView[]> {
 }
 
 export function parseTriggerId(text: string): number {
-  if (!/^[1-9]\d{0,15}$/.test(text.trim())) throw new UserError(`expected a trigger id (a positive number), got ${JSON.stringify(text)}`);
+  if (!/^[1-9]\d{0,15}$/.test(text.trim())) throw new Invalid(`expected a trigger id (a positive number), got ${JSON.stringify(text)}`);
   return Number(text);
 }
 

@@ -1,5 +1,5 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { adminReplicaApi } from '../../src/api/admin-replicas.js';
+import { opsApi } from '../../src/api/ops-routes.js';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
 import { replicaQuiesceSet } from '../../src/coordination/levers.js';
@@ -30,7 +30,7 @@ describe('GET /api/admin/status and the replica levers', () => {
   });
 
   const start = async (site?: string) => {
-    const s = await startTestServer(db.current.url, { config: { site }, features: [coordinationFeature({ timing: FAST }), adminReplicaApi()] });
+    const s = await startTestServer(db.current.url, { config: { site }, features: [coordinationFeature({ timing: FAST }), opsApi()] });
     servers.push(s);
     return s;
   };
@@ -109,7 +109,7 @@ describe('GET /api/admin/status and the replica levers', () => {
   });
 
   it('with the production 5 s tick, hand-overs are announced: a join, a quiesce, a resume and a clean stop move leases in well under a tick', async () => {
-    const slow = () => startTestServer(db.current.url, { features: [coordinationFeature(), adminReplicaApi()] });
+    const slow = () => startTestServer(db.current.url, { features: [coordinationFeature(), opsApi()] });
     const a = await slow();
     servers.push(a);
     const b = await slow();

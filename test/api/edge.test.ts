@@ -71,7 +71,7 @@ describe('the HTTP edge', () => {
     for (const [path, body, message] of cases) {
       const r = await raw('POST', path, body, asRunner());
       expect({ path, body, status: r.status }).toEqual({ path, body, status: 400 });
-      expect(r.body.error).toMatch(message);
+      expect(r.body.error.message).toMatch(message);
     }
     const register: Array<[Record<string, unknown>, RegExp]> = [
       [{ protocol_version: 2147483648 }, /protocol_version/],
@@ -82,7 +82,7 @@ describe('the HTTP edge', () => {
     for (const [extra, message] of register) {
       const r = await raw('POST', '/api/runner/register', { registration_token: reg, name: 'fuzzed', ...extra });
       expect({ extra, status: r.status }).toEqual({ extra, status: 400 });
-      expect(r.body.error).toMatch(message);
+      expect(r.body.error.message).toMatch(message);
     }
     expect((await raw('POST', '/api/fleet/drain', { runner: 'a\u0000' }, asAdmin())).status).toBe(400);
     expect((await raw('POST', '/api/fleet/drain', { group: 'g', reason: 'r\u0000' }, asAdmin())).status).toBe(400);
@@ -116,7 +116,7 @@ describe('the HTTP edge', () => {
       const deadline = Date.now() + 10_000;
       while (extra.status !== 429 && Date.now() < deadline) extra = await runner.acquire({ wait_ms: 0 });
       expect(extra.status).toBe(429);
-      expect(extra.body.error).toMatch(/too many acquires/);
+      expect(extra.body.error.message).toMatch(/too many acquires/);
     } finally {
       ctl.abort();
       await Promise.all(parked);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminFleetApi } from '../../src/api/admin-fleet.js';
+import { opsApi } from '../../src/api/ops-routes.js';
 import { adminQueueApi } from '../../src/api/admin-queue.js';
 import { metricsApi } from '../../src/api/metrics.js';
 import { classify } from '../../src/core/classify.js';
@@ -71,7 +71,7 @@ describe('GET /metrics', () => {
 
   beforeAll(async () => {
     server = await startTestServer(db.current.url, {
-      features: [metricsApi(), adminFleetApi(), adminQueueApi(), dispatchFeature({ hooks: orchestratorHooks })],
+      features: [metricsApi(), opsApi(), adminQueueApi(), dispatchFeature({ hooks: orchestratorHooks })],
       config: { leaseTtlMs: 60_000, pollWindowMs: 10_000 },
     });
     admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ops' })).secret;

@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { replicaRegister } from '../../src/store/replicas.js';
 import { useTestDatabase } from '../support/db.js';
@@ -38,7 +39,7 @@ describe('opschain admin status and admin replica quiesce|resume', () => {
     expect(human.stdout).toMatch(/fleet posture: normal/);
   });
 
-  it('quiesce and resume are idempotent, audited, and refuse an unknown replica with exit 2', async () => {
+  it('quiesce and resume are idempotent, audited, and refuse an unknown replica with exit 3', async () => {
     await replicaRegister(db.current.pool, { id: 'web-cccccc', host: 'web', version: '0.1.0' });
     await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() + interval '1 hour' WHERE id = 'web-cccccc'`);
     const q1 = await cli('admin', 'replica', 'quiesce', 'web-cccccc', '--json');
@@ -53,13 +54,13 @@ describe('opschain admin status and admin replica quiesce|resume', () => {
     expect(r1.code).toBe(0);
     expect(r1.stdout).toMatch(/resumed web-cccccc/);
     const missing = await cli('admin', 'replica', 'quiesce', 'nope-000000', '--json');
-    expect(missing.code).toBe(2);
+    expect(missing.code).toBe(3);
     expect(JSON.parse(missing.stdout).error.code).toBe('not_found');
     const { rows } = await db.current.pool.query(`SELECT actor, action FROM audit_log WHERE target = 'web-cccccc' ORDER BY id`);
     expect(rows).toEqual([
-      { actor: 'cli', action: 'replica.quiesce' },
-      { actor: 'cli', action: 'replica.quiesce' },
-      { actor: 'cli', action: 'replica.resume' },
+      { actor: `cli:${userInfo().username}`, action: 'replica.quiesce' },
+      { actor: `cli:${userInfo().username}`, action: 'replica.quiesce' },
+      { actor: `cli:${userInfo().username}`, action: 'replica.resume' },
     ]);
   });
 });

@@ -61,7 +61,7 @@ describe('policy verbs', () => {
     expect(d.json()).toEqual({ kind: 'runner', targets: ['r-1'], drained: true, changed: true });
     expect((await cli('fleet', 'drain', 'r-1')).stdout).toMatch(/runner r-1 already drained/);
     const none = await cli('fleet', 'drain', 'ghost');
-    expect(none.code).toBe(2);
+    expect(none.code).toBe(3);
     expect(none.stderr).toMatch(/no runner with id or name ghost/);
 
     const base = { attempt: 1, priority: 0, lane: 2 as const, fairKey: 'acme', weight: 1, pools: ['db'], load: 1, runScope: false, maxParallel: 1, siteStamp: null };
@@ -84,6 +84,11 @@ describe('policy verbs', () => {
     expect(human.stdout).toMatch(/waiting for a dispatch tick/);
     expect(human.stdout).toMatch(/2 ready, 0 leased, 1 unsatisfiable/);
 
+    const nosuch = await cli('fleet', 'drain', '--group', 'edge');
+    expect(nosuch.code).toBe(3);
+    expect(nosuch.stderr).toMatch(/no runner group named edge/);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM runner_groups WHERE name = 'edge'`)).rows[0].n).toBe(0);
+    expect((await cli('groups', 'set', 'edge')).code).toBe(0);
     expect((await cli('fleet', 'drain', '--group', 'edge')).stdout).toMatch(/group edge drained/);
     expect((await cli('fleet', 'undrain', '--group', 'edge')).stdout).toMatch(/group edge undrained/);
     const { rows } = await pool.query(`SELECT action, target FROM audit_log WHERE action LIKE 'fleet.%' ORDER BY id`);

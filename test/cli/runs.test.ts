@@ -9,7 +9,7 @@ import { CliProcess, ROOT, runCli } from '../support/cli.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { complete, deliver, registerRunner, runStep } from '../support/lifecycle.js';
 
-const me = userInfo().username;
+const me = `cli:${userInfo().username}`;
 
 describe('opschain runs', () => {
   const db = useTestDatabase();
@@ -101,12 +101,12 @@ describe('opschain runs', () => {
     expect(rows[0]).toEqual({ command: 'make all', env: { REGION: 'us-east-1' }, definition: { name: 'piped', priority: 60, env: { REGION: 'us-east-1' }, steps: { build: { run: 'make all' } } } });
   });
 
-  it('an unknown or malformed run id is exit 2 with one line', async () => {
+  it('an unknown run id is exit 3, a malformed one exit 2, each with one line', async () => {
     const r = await cli(['runs', 'show', '424242']);
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(3);
     expect(r.stderr.trim()).toBe('Error: no run with id 424242');
     const j = await cli(['runs', 'cancel', '424242', '--json']);
-    expect(j.code).toBe(2);
+    expect(j.code).toBe(3);
     expect(JSON.parse(j.stdout)).toEqual({ error: { code: 'not_found', message: 'no run with id 424242' } });
     const bad = await cli(['runs', 'logs', 'abc']);
     expect(bad.code).toBe(2);
@@ -157,7 +157,7 @@ describe('opschain runs', () => {
     expect(nd.code).toBe(0);
     expect(nd.stdout.trim().split('\n').map((l) => JSON.parse(l).text)).toEqual(['attempt 1 started on runner rnr_test', 'one\ntwo\n', 'warn\n', 'three\n']);
     const unknown = await cli(['runs', 'logs', String(id), '--step', 'nope']);
-    expect(unknown.code).toBe(2);
+    expect(unknown.code).toBe(3);
     expect(unknown.stderr.trim()).toBe(`Error: run ${id} has no step named "nope"`);
   });
 

@@ -1,5 +1,5 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { adminReplicaApi } from '../../src/api/admin-replicas.js';
+import { opsApi } from '../../src/api/ops-routes.js';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
 import { shardOf } from '../../src/core/fnv.js';
@@ -18,7 +18,7 @@ import { startTestServer } from '../support/server.js';
 // Production features with a short coordination tick, so in-process replicas converge quickly.
 const features = () => [
   coordinationFeature({ timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderPasses: [async (ctx: ServerContext) => ctx.dispatch && expireOnce(ctx.dispatch)] }),
-  adminReplicaApi(),
+  opsApi(),
   dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
 ];
 

@@ -71,15 +71,15 @@ describe('the lease lifecycle over the runner protocol', () => {
     const r = new TestRunner(server.url);
     expect((await r.call('register', { registration_token: 'ocreg_nope', name: 'x' }, { auth: false })).status).toBe(401);
     const bad = await r.call('register', { registration_token: regToken }, { auth: false });
-    expect(bad).toEqual({ status: 400, body: { error: 'name: required' } });
+    expect(bad).toEqual({ status: 400, body: { error: { code: 'invalid_input', message: 'name: required' } } });
     const ok = await runner();
     const badAcquire = await ok.call('acquire', { request_id: 'a', max_offers: 500 });
     expect(badAcquire.status).toBe(400);
-    expect(badAcquire.body.error).toMatch(/^max_offers: /);
+    expect(badAcquire.body.error.message).toMatch(/^max_offers: /);
     const unknown = await ok.call('complete', { completions: [{ step_id: 1, token: '1', exit_code: 0, extra: 1 }] });
-    expect(unknown).toEqual({ status: 400, body: { error: 'completions.0.extra: unknown field' } });
+    expect(unknown).toEqual({ status: 400, body: { error: { code: 'invalid_input', message: 'completions.0.extra: unknown field' } } });
     const noCred = await new TestRunner(server.url).call('acquire', { request_id: 'a' });
-    expect(noCred).toEqual({ status: 401, body: { error: 'credential invalid' } });
+    expect(noCred).toEqual({ status: 401, body: { error: { code: 'credential_invalid', message: 'credential invalid' } } });
     const { rows } = await db.current.pool.query('SELECT count(*)::int AS n FROM runners');
     expect(rows[0].n).toBe(1);
   });
@@ -122,7 +122,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     const { body } = await r.acquire();
     const stale = { step_id: body.offers[0].step_id, token: String(Number(body.offers[0].token) + 1000) };
     expect((await r.call('renew', { leases: [stale] })).body.results[0]).toEqual({ step_id: stale.step_id, ok: false, status: 409, error: FENCED });
-    expect(await r.call('logs', { ...stale, chunks: [] })).toEqual({ status: 409, body: { error: FENCED } });
+    expect(await r.call('logs', { ...stale, chunks: [] })).toEqual({ status: 409, body: { error: { code: 'lease_lost', message: FENCED } } });
     expect((await r.call('complete', { completions: [{ ...stale, exit_code: 0 }] })).body.results[0].error).toBe(FENCED);
     expect(hooks.finished).toHaveLength(0);
     const other = await runner();
@@ -253,7 +253,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     try {
       const res = await r.call('renew', { leases: [ref] });
       expect(res.status).toBe(503);
-      expect(res.body.error).toMatch(/^store unavailable: .+ \(this server's readiness check 'store' is failing; retry\)$/);
+      expect(res.body.error).toEqual({ code: 'store_unavailable', message: expect.stringMatching(/^store unavailable: .+ \(this server's readiness check 'store' is failing; retry\)$/) });
     } finally {
       proxy.heal();
     }

@@ -1,0 +1,102 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Invalid } from '../errors.js';
+import type { OpsContext } from '../ops/context.js';
+import { DOMAIN, pathParams, VERBS, type FieldSchema, type Verb, type VerbSpec } from '../ops/verbs.js';
+import type { Feature } from '../server.js';
+import { adminActor, scopeAuth } from './admin-auth.js';
+
+const INTEGER = '^-?(0|[1-9][0-9]{0,15})$';
+const NUMBER = '^-?(0|[1-9][0-9]{0,15})(\\.[0-9]{1,15})?$';
+
+/** A field as it arrives in a path or a query string: text, of the shape its type needs. */
+function textual(schema: FieldSchema): FieldSchema {
+  switch (schema.type) {
+    case 'integer':
+      return { type: 'string', pattern: INTEGER };
+    case 'number':
+      return { type: 'string', pattern: NUMBER };
+    case 'boolean':
+      return { type: 'string', enum: ['true', 'false'] };
+    default:
+      return schema;
+  }
+}
+
+/** Text from a path or query back to the field's type, with the bounds its schema sets. */
+function decode(name: string, schema: FieldSchema, raw: string): unknown {
+  if (schema.type === 'boolean') return raw === 'true';
+  if (schema.type !== 'integer' && schema.type !== 'number') return raw;
+  const n = Number(raw);
+  const { minimum, maximum, exclusiveMinimum } = schema as { minimum?: number; maximum?: number; exclusiveMinimum?: number };
+  if ((minimum !== undefined && n < minimum) || (maximum !== undefined && n > maximum) || (exclusiveMinimum !== undefined && n <= exclusiveMinimum)) {
+    const bounds = [minimum !== undefined ? `>= ${minimum}` : exclusiveMinimum !== undefined ? `> ${exclusiveMinimum}` : '', maximum !== undefined ? `<= ${maximum}` : ''].filter(Boolean).join(' and ');
+    throw new Invalid(`${name}: must be ${bounds}`);
+  }
+  return n;
+}
+
+function routeSchema(spec: VerbSpec): Record<string, unknown> {
+  const params = pathParams(spec.path);
+  const rest = Object.entries(spec.fields).filter(([k]) => !params.includes(k));
+  const required = (spec.required ?? []).filter((k) => !params.includes(k));
+  const schema: Record<string, unknown> = {};
+  if (params.length) {
+    schema.params = { type: 'object', required: params, properties: Object.fromEntries(params.map((p) => [p, textual(spec.fields[p])])) };
+  }
+  if (spec.method === 'POST') {
+    schema.body = { type: 'object', additionalProperties: false, required, properties: Object.fromEntries(rest) };
+  } else {
+    schema.querystring = { type: 'object', additionalProperties: false, required, properties: Object.fromEntries(rest.map(([k, s]) => [k, textual(s)])) };
+  }
+  return schema;
+}
+
+/** The verb's input from a request: path and query decoded by the fields' types, or the JSON body. */
+function verbInput(spec: VerbSpec, req: FastifyRequest): Record<string, unknown> {
+  const input: Record<string, unknown> = {};
+  const params = (req.params ?? {}) as Record<string, string>;
+  for (const p of pathParams(spec.path)) input[p] = decode(p, spec.fields[p], params[p]);
+  if (spec.method === 'POST') Object.assign(input, req.body ?? {});
+  else for (const [k, v] of Object.entries((req.query ?? {}) as Record<string, string>)) input[k] = decode(k, spec.fields[k], v);
+  return input;
+}
+
+/**
+ * The HTTP API of every verb (VERBS of src/ops): one route per verb, closed without a token whose
+ * scope covers the verb, answering what the verb's domain function returns. Errors are the error
+ * handler's: `{"error": {"code", "message"}}` with the status of the domain error's kind.
+ */
+export function opsApi(): Feature {
+  return (ctx) => {
+    const auth = { read: scopeAuth(ctx.pool, 'read'), runs: scopeAuth(ctx.pool, 'runs'), levers: scopeAuth(ctx.pool, 'levers'), admin: scopeAuth(ctx.pool, 'admin') };
+    for (const verb of Object.keys(VERBS) as Verb[]) {
+      const spec = VERBS[verb];
+      const fn = DOMAIN[verb] as (ctx: OpsContext, input: unknown) => Promise<unknown>;
+      ctx.app.route({
+        method: spec.method,
+        url: spec.path,
+        schema: routeSchema(spec),
+        ...(spec.bodyLimit ? { bodyLimit: spec.bodyLimit } : {}),
+        onRequest: auth[spec.scope],
+        // A POST with no body is an empty input: a lever with no reason needs none.
+        preValidation: async (req: FastifyRequest) => {
+          if (spec.method === 'POST' && req.body == null) req.body = {};
+        },
+        handler: async (req: FastifyRequest, reply: FastifyReply) => {
+          const input = verbInput(spec, req);
+          const gone = new AbortController();
+          const onClose = () => {
+            if (!reply.raw.writableFinished) gone.abort();
+          };
+          reply.raw.once('close', onClose);
+          try {
+            const opsCtx: OpsContext = { pool: ctx.pool, actor: adminActor(req), source: req.ip, acceptExceeding: ctx.config.acceptExceeding, signal: gone.signal };
+            return await fn(opsCtx, input);
+          } finally {
+            reply.raw.off('close', onClose);
+          }
+        },
+      });
+    }
+  };
+}

@@ -1,0 +1,45 @@
+import { Invalid } from '../errors.js';
+import { drainHeld, drainPreview, type DrainPreview, type DrainTargetJson, type HeldLease } from '../dispatch/drain.js';
+import { fleetDrainSet, fleetQueueRead, type DrainResult } from '../store/fleet.js';
+import { buildFleetQueue, type FleetQueueView } from '../views/fleet-queue.js';
+import type { OpsContext } from './context.js';
+
+export interface DrainInput { runner?: string; group?: string; reason?: string }
+
+function drainTarget(p: DrainInput): void {
+  if ((p.runner === undefined) === (p.group === undefined)) throw new Invalid('name one target: a RUNNER (id or name) or --group G');
+  if (p.group !== undefined && !p.group.trim()) throw new Invalid('--group: expected a group name');
+  if (p.runner !== undefined && !p.runner.trim()) throw new Invalid('RUNNER: expected a runner id or name');
+}
+
+/** `fleet drain`: idempotent, audited in the same transaction; an unknown runner or group is NotFound. */
+export async function fleetDrain(ctx: OpsContext, p: DrainInput): Promise<DrainResult> {
+  drainTarget(p);
+  return fleetDrainSet(ctx.pool, { runner: p.runner, group: p.group, drained: true, reason: p.reason ?? null, actor: ctx.actor, source: ctx.source });
+}
+
+/** `fleet undrain`. */
+export async function fleetUndrain(ctx: OpsContext, p: DrainInput): Promise<DrainResult> {
+  drainTarget(p);
+  return fleetDrainSet(ctx.pool, { runner: p.runner, group: p.group, drained: false, reason: p.reason ?? null, actor: ctx.actor, source: ctx.source });
+}
+
+/** `fleet queue`: every entry with its placement verdict. */
+export async function fleetQueue(ctx: OpsContext, p: { limit?: number; acceptExceeding?: boolean }): Promise<FleetQueueView> {
+  const limit = p.limit ?? 1000;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 99_999) throw new Invalid(`limit ${limit}: expected 1 to 99999`);
+  const snapshot = await fleetQueueRead(ctx.pool, { limit });
+  return buildFleetQueue(snapshot, { acceptExceeding: p.acceptExceeding ?? ctx.acceptExceeding ?? true });
+}
+
+/** `fleet drain --dry-run`: what a drain would hold, changing nothing. */
+export async function fleetDrainPreview(ctx: OpsContext, p: { runner?: string; group?: string }): Promise<DrainPreview> {
+  drainTarget(p);
+  return drainPreview(ctx.pool, { runner: p.runner, group: p.group });
+}
+
+/** The leases still out on a drain target's runners: what `fleet drain --wait` polls until it is empty. */
+export async function fleetDrainHeld(ctx: OpsContext, p: { runner?: string; group?: string }): Promise<{ target: DrainTargetJson; leases: HeldLease[] }> {
+  drainTarget(p);
+  return drainHeld(ctx.pool, { runner: p.runner, group: p.group });
+}

@@ -1,0 +1,39 @@
+import { replicaQuiesceSet, type ReplicaLeverResult } from '../coordination/levers.js';
+import { adminStatusRead, type AdminStatus } from '../coordination/status.js';
+import { parseUntil, postureLever, type PostureLeverResult } from '../dispatch/postures.js';
+import { Invalid, NotFound } from '../errors.js';
+import type { PostureField } from '../store/posture.js';
+import type { OpsContext } from './context.js';
+
+export interface PostureInput { reason?: string; until?: string }
+
+const posture = (fields: PostureField[], value: boolean) => (ctx: OpsContext, p: PostureInput): Promise<PostureLeverResult> =>
+  postureLever(ctx.pool, { fields, value, reason: p.reason, until: p.until === undefined ? undefined : parseUntil(p.until), actor: ctx.actor, source: ctx.source });
+
+/** `admin server quiesce|resume`: no new offers fleet-wide; durable, idempotent, audited. */
+export const serverQuiesce = posture(['quiesced'], true);
+export const serverResume = posture(['quiesced'], false);
+/** `admin platform halt`: no dispatch and the expiry sweep held. */
+export const platformHalt = posture(['halted'], true);
+/** `admin platform quiesce`: no new offers, the expiry sweep keeps running. */
+export const platformQuiesce = posture(['system_quiesced'], true);
+/** `admin platform resume`: lifts a halt and a system quiesce. */
+export const platformResume = posture(['halted', 'system_quiesced'], false);
+
+export type PostureVerb = 'serverQuiesce' | 'serverResume' | 'platformHalt' | 'platformQuiesce' | 'platformResume';
+
+const replica = (quiesced: boolean) => async (ctx: OpsContext, p: { id: string }): Promise<ReplicaLeverResult> => {
+  if (typeof p.id !== 'string' || !p.id.trim()) throw new Invalid('replica id: expected an id (see opschain admin status)');
+  const result = await replicaQuiesceSet(ctx.pool, { id: p.id, quiesced, actor: ctx.actor, source: ctx.source });
+  if (!result) throw new NotFound(`no replica with id ${p.id}`);
+  return result;
+};
+
+/** `admin replica quiesce|resume`. */
+export const replicaQuiesce = replica(true);
+export const replicaResume = replica(false);
+
+/** `admin status`. */
+export async function adminStatus(ctx: OpsContext): Promise<AdminStatus> {
+  return adminStatusRead(ctx.pool);
+}

@@ -1,0 +1,48 @@
+import { parseDuration } from '../core/duration.js';
+import { SCOPES, type Scope } from '../core/tokens.js';
+import { Invalid, NotFound } from '../errors.js';
+import { auditRecord } from '../store/audit.js';
+import { withTransaction } from '../store/pool.js';
+import { tokenCreate, tokenList, tokenRevoke, type TokenRow } from '../store/tokens.js';
+import type { OpsContext } from './context.js';
+
+export interface TokenCreated { id: string; kind: 'admin' | 'registration'; name: string; scope: Scope | null; expiresAt: Date | null; secret: string }
+
+/**
+ * `tokens create`: an API token with a scope (`read`, `runs`, `levers`, `admin`) or a runner
+ * registration token, optionally expiring (`30d`). The secret is returned once; the store keeps
+ * its hash. The token and its audit row commit together.
+ */
+export async function tokensCreate(ctx: OpsContext, p: { kind: 'admin' | 'registration'; name: string; scope?: Scope; expires?: string }): Promise<TokenCreated> {
+  if (p.kind !== 'admin' && p.kind !== 'registration') throw new Invalid(`kind ${JSON.stringify(p.kind)}: expected admin or registration`);
+  if (typeof p.name !== 'string' || !p.name.trim() || p.name.length > 200) throw new Invalid('--name: expected a non-empty label (at most 200 characters)');
+  if (p.scope !== undefined && !SCOPES.includes(p.scope)) throw new Invalid(`--scope ${p.scope}: expected one of ${SCOPES.join(', ')}`);
+  if (p.kind === 'registration' && p.scope !== undefined) throw new Invalid('--scope: registration tokens register runners and carry no scope');
+  let expiresInMs: number | null = null;
+  if (p.expires !== undefined) {
+    const ms = parseDuration(p.expires);
+    if (ms === undefined || ms <= 0) throw new Invalid(`--expires ${p.expires}: expected a duration like 30d, 12h or 90m`);
+    expiresInMs = ms;
+  }
+  return withTransaction(ctx.pool, async (client) => {
+    const { token, secret } = await tokenCreate(client, { kind: p.kind, name: p.name, scope: p.scope, createdBy: ctx.actor, expiresInMs });
+    await auditRecord(client, { actor: ctx.actor, action: 'tokens.create', target: token.id, source: ctx.source, detail: { kind: token.kind, name: token.name, scope: token.scope, expiresAt: token.expiresAt } });
+    return { id: token.id, kind: token.kind, name: token.name, scope: token.scope, expiresAt: token.expiresAt, secret };
+  });
+}
+
+/** `tokens list`: never the secrets. */
+export async function tokensList(ctx: OpsContext): Promise<{ tokens: TokenRow[] }> {
+  return { tokens: await tokenList(ctx.pool) };
+}
+
+/** `tokens revoke ID`: idempotent; the token and its audit row commit together. */
+export async function tokensRevoke(ctx: OpsContext, p: { id: string }): Promise<{ id: string; revokedAt: Date }> {
+  if (typeof p.id !== 'string' || !/^tok_[0-9a-f]{1,64}$/.test(p.id)) throw new Invalid(`token id ${JSON.stringify(p.id)}: expected tok_ and hex digits (see opschain tokens list)`);
+  return withTransaction(ctx.pool, async (client) => {
+    const token = await tokenRevoke(client, p.id);
+    if (!token) throw new NotFound(`no token with id ${p.id}`);
+    await auditRecord(client, { actor: ctx.actor, action: 'tokens.revoke', target: token.id, source: ctx.source });
+    return { id: token.id, revokedAt: token.revokedAt! };
+  });
+}
