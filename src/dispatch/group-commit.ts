@@ -35,7 +35,9 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
   const statuses = { succeeded: 0, failed: 0 };
   if (completions.length > 0) {
     const rows = await leaseComplete(client, { items: completions });
-    const byKey = new Map(completions.map((c) => [heldKey(c), c]));
+    // The first completion of a lease in the group is the one recorded, as it would be alone.
+    const byKey = new Map<string, CompletionRef>();
+    for (const c of completions) if (!byKey.has(heldKey(c))) byKey.set(heldKey(c), c);
     const outcomes: StepOutcome[] = rows.map((lease) => {
       const key = heldKey({ stepId: lease.stepId, token: lease.token, runnerId: lease.runnerId! });
       ended.add(key);
@@ -67,6 +69,8 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
  * call by call, so one call's failure (a deadlock victim, a store error) is that call's alone.
  */
 export class LeaseGroupCommit {
+  /** Groups committed and the calls they carried (a group re-applied call by call counts each). */
+  readonly stats = { groups: 0, calls: 0 };
   private waiting: Call[] = [];
   private inFlight = 0;
   private scheduled = false;
@@ -116,6 +120,7 @@ export class LeaseGroupCommit {
   private async run(calls: Call[]): Promise<void> {
     try {
       const applied = await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, calls));
+      this.count(calls.length);
       this.settle(applied);
     } catch (err) {
       if (calls.length === 1) {
@@ -124,12 +129,19 @@ export class LeaseGroupCommit {
       }
       for (const c of calls) {
         try {
-          this.settle(await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, [c])));
+          const applied = await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, [c]));
+          this.count(1);
+          this.settle(applied);
         } catch (e) {
           c.reject(e);
         }
       }
     }
+  }
+
+  private count(calls: number): void {
+    this.stats.groups++;
+    this.stats.calls += calls;
   }
 
   private settle(applied: GroupApplied): void {

@@ -22,6 +22,7 @@ export async function seedRun(pool: Pool, p: { steps: SeedStep[]; project?: stri
     );
     stepIds.push(Number(rows[0].id));
   }
+  await pool.query(`UPDATE runs SET open_steps = $2 WHERE id = $1`, [runId, p.steps.length]);
   await queueEnqueue(
     pool,
     p.steps.map((s, i) => ({
