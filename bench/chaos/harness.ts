@@ -183,6 +183,8 @@ export class ChaosCluster {
     const n = this.opts.runners;
     const deadline = Date.now() + 120_000;
     while ((await this.pool.query(`SELECT count(*)::int AS n FROM runners`)).rows[0].n < n) {
+      const dead = this.runners.find((r) => r.proc && !r.proc.running);
+      if (dead) throw new Error(`${dead.name} exited before it registered: ${dead.proc!.output.slice(-2000)}`);
       if (Date.now() > deadline) throw new Error(`only some of the ${n} runners registered within 2 min`);
       await sleep(200);
     }
@@ -234,7 +236,7 @@ export class ChaosCluster {
       [
         'runner', '--server', ordered.join(','), '--registration-token', this.registration, '--name', slot.name,
         '--max-parallel-steps', String(this.opts.maxParallelSteps ?? 4), '--max-load', String(this.opts.maxParallelSteps ?? 4),
-        '--work-dir', join(slot.home, 'work'), '--history', join(this.historyDir, `${slot.name}.jsonl`), '--log-level', 'warn', '--grace', '10s',
+        '--work-dir', join(this.opts.dir, 'work', slot.name), '--history', join(this.historyDir, `${slot.name}.jsonl`), '--log-level', 'warn', '--grace', '10s',
       ],
       { OPSCHAIN_HOME: slot.home, OPSCHAIN_SERVER: '', OPSCHAIN_LOG_LEVEL: '' },
       slot.name,
@@ -346,15 +348,17 @@ export class ChaosCluster {
   }
 
   /** The next answer to this call on this replica is lost after the replica acted on it. */
-  async loseReply(i: number, path: ReplyPath, timeoutMs = 30_000): Promise<boolean> {
+  async loseReply(i: number, path: ReplyPath, timeoutMs = 30_000): Promise<string | undefined> {
     const proxy = this.replicas[i].http;
-    const matched = await Promise.race([proxy.dropNextReply(new RegExp(`^/api/runner/${path}$`)), sleep(timeoutMs).then(() => undefined)]);
+    // Offers are acked on delivery now, so a runner rarely sends an ack of its own: a renewal (which implies the ack) stands in.
+    const pattern = path === 'ack' ? /^\/api\/runner\/(ack|renew)$/ : new RegExp(`^/api/runner/${path}$`);
+    const matched = await Promise.race([proxy.dropNextReply(pattern), sleep(timeoutMs).then(() => undefined)]);
     if (!matched) {
       proxy.clearDrops();
-      return false;
+      return undefined;
     }
-    this.count(`lost-reply:${path}`);
-    return true;
+    this.count(`lost-reply:${matched.slice('/api/runner/'.length)}`);
+    return matched;
   }
 
   async halt(ms: number): Promise<void> {

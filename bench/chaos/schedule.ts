@@ -73,7 +73,8 @@ export function faultSchedule(p: ScheduleParams): Fault[] {
       case 'runner-kill':
         return { kind, target: between(0, p.runners - 1), durationMs: between(1_000, 4_000) };
       case 'runner-pause':
-        return { kind, target: between(0, p.runners - 1), durationMs: p.leaseTtlMs + between(3_000, 6_000) };
+        // Past the TTL and the next expiry sweep (a coordination tick later), so its late writes meet the fence.
+        return { kind, target: between(0, p.runners - 1), durationMs: p.leaseTtlMs + between(10_000, 15_000) };
       case 'store-hang':
       case 'store-refuse':
         return { kind, target: 0, durationMs: Math.min(between(3_000, 8_000), Math.floor(p.leaseTtlMs / 2)) };
@@ -114,7 +115,11 @@ export function runDefinition(r: () => number, n: number, side: string): Record<
   const effect = 'echo "$OPSCHAIN_RUN_ID $OPSCHAIN_STEP $OPSCHAIN_ATTEMPT $$" >> "$CHAOS_SIDE"';
   const cmd = () => {
     const x = r();
-    return x < 0.7 ? effect : x < 0.95 ? `${effect}; sleep 0.${1 + Math.floor(r() * 5)}` : `${effect}; sleep ${1 + Math.floor(r() * 2)}`;
+    // Mostly quick; some long enough to be renewed (the renew interval is a third of the TTL).
+    if (x < 0.7) return effect;
+    if (x < 0.93) return `${effect}; sleep 0.${1 + Math.floor(r() * 5)}`;
+    if (x < 0.98) return `${effect}; sleep ${1 + Math.floor(r() * 2)}`;
+    return `${effect}; sleep ${8 + Math.floor(r() * 4)}`;
   };
   const env = { CHAOS_SIDE: side };
   const kind = r();
