@@ -1,4 +1,4 @@
-import { lanesTable, leasesTable, postureBanners, projectsTable, replicasTable, verdictsTable, type AdminQueueView } from '../views/admin-queue.js';
+import { lanesTable, leasesTable, postureBanners, projectsTable, replicasTable, triggerLines, verdictsTable, type AdminQueueView } from '../views/admin-queue.js';
 import { cellText, count, durationText } from '../views/cells.js';
 import { runnersTable } from '../views/runners.js';
 import { renderTable } from './table.js';
@@ -20,6 +20,7 @@ export function adminQueueText(v: AdminQueueView): string {
   if (v.runners.length) out.push(renderTable(runnersTable(v)));
   out.push(renderTable(replicasTable(v)));
   out.push(`leader: ${v.leader?.replicaId ?? 'none'}; shards owned: ${v.shards.filter((s) => s !== null).length}/${v.shards.length}`);
+  for (const t of triggerLines(v)) out.push(t.text);
   for (const d of v.postures.drains) out.push(`drained ${d.kind} ${d.name}${d.reason ? `: ${d.reason}` : ''}${d.actor ? ` by ${d.actor}` : ''}${d.ageMs !== null ? ` ${durationText(d.ageMs)} ago` : ''}`);
   return out.join('\n');
 }

@@ -3,6 +3,7 @@ import type { PoolState } from '../core/plan.js';
 import { SHARD_COUNT } from '../core/entry.js';
 import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName } from './coordination.js';
 import { fleetRead, runnerScopedRuns, type FleetRunnerRow } from './fleet.js';
+import { triggersQueueRead, type TriggerDueRow, type WaitingLaunchRow } from './triggers.js';
 import type { Pool, PoolClient } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
 import { mapEntry } from './queue.js';
@@ -146,6 +147,9 @@ export interface AdminQueueSnapshot {
   pins: Map<number, string>;
   outstandingByRun: Map<number, number>;
   runnerRuns: Map<string, number>;
+  /** The next due schedules and one-shots, and the launches not yet fired (docs/triggers.md). */
+  triggersDue: TriggerDueRow[];
+  launchesWaiting: { items: WaitingLaunchRow[]; total: number };
 }
 
 export interface AdminQueueReadOptions {
@@ -233,6 +237,7 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
     const pins = await client.query(`SELECT run_id, runner_id FROM scheduler_run_pins WHERE run_id = ANY($1::bigint[])`, [runIds]);
     const outstanding = await client.query(`SELECT run_id, count(*)::int AS n FROM scheduler_job_leases WHERE run_id = ANY($1::bigint[]) GROUP BY run_id`, [runIds]);
     const runnerRuns = await runnerScopedRuns(client);
+    const triggers = await triggersQueueRead(client, { limit: 20 });
     await client.query('COMMIT');
     began = false;
 
@@ -283,6 +288,8 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
       pins: new Map(pins.rows.map((r) => [Number(r.run_id), r.runner_id as string])),
       outstandingByRun: new Map(outstanding.rows.map((r) => [Number(r.run_id), r.n as number])),
       runnerRuns,
+      triggersDue: triggers.due,
+      launchesWaiting: triggers.waiting,
     };
   } finally {
     if (began) await client.query('ROLLBACK').catch(() => {});

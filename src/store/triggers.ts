@@ -545,8 +545,41 @@ export async function tickGet(db: Db, id: number): Promise<TickRow | undefined> 
   return rows[0] ? mapTick(rows[0]) : undefined;
 }
 
-/** Launches waiting on a cap, a ceiling or an overlap (for the queue views). */
-export async function launchesDeferred(db: Db, p: { limit: number }): Promise<TickRow[]> {
-  const { rows } = await db.query(`SELECT * FROM trigger_ticks WHERE outcome = 'pending' ORDER BY recorded_at, id LIMIT $1`, [p.limit]);
-  return rows.map(mapTick);
+export interface TriggerDueRow { id: number; kind: 'schedule' | 'once'; template: string; dueAt: Date }
+
+export interface WaitingLaunchRow { id: number; triggerId: number; kind: TriggerKind; template: string; dueAt: Date; recordedAt: Date; deferredReason: string | null }
+
+/**
+ * For the queue views, in one statement: the next due time of each enabled schedule and pending
+ * one-shot (soonest first), and the launches not yet fired (oldest first) with how many in all.
+ */
+export async function triggersQueueRead(db: Db, p: { limit: number }): Promise<{ due: TriggerDueRow[]; waiting: { items: WaitingLaunchRow[]; total: number } }> {
+  const { rows } = await db.query(
+    `SELECT (SELECT coalesce(json_agg(d ORDER BY d.due_at, d.id), '[]'::json) FROM (
+               SELECT id, 'schedule' AS kind, template, next_due_at AS due_at FROM schedules WHERE enabled
+               UNION ALL
+               SELECT id, 'once', template, fire_at FROM one_shots WHERE status = 'pending' AND enabled
+               ORDER BY due_at, id LIMIT $1) d) AS due,
+            (SELECT coalesce(json_agg(w ORDER BY w.recorded_at, w.id), '[]'::json) FROM (
+               SELECT id, trigger_id, kind, template, due_at, recorded_at, deferred_reason FROM trigger_ticks
+                WHERE outcome = 'pending' ORDER BY recorded_at, id LIMIT $1) w) AS waiting,
+            (SELECT count(*) FROM trigger_ticks WHERE outcome = 'pending') AS waiting_total`,
+    [p.limit],
+  );
+  const r = rows[0];
+  return {
+    due: (r.due as any[]).map((d) => ({ id: Number(d.id), kind: d.kind, template: d.template, dueAt: new Date(d.due_at) })),
+    waiting: {
+      items: (r.waiting as any[]).map((w) => ({
+        id: Number(w.id),
+        triggerId: Number(w.trigger_id),
+        kind: w.kind,
+        template: w.template,
+        dueAt: new Date(w.due_at),
+        recordedAt: new Date(w.recorded_at),
+        deferredReason: w.deferred_reason,
+      })),
+      total: Number(r.waiting_total),
+    },
+  };
 }

@@ -3,6 +3,7 @@ import {
   filterAdminQueue,
   leasesTable,
   postureBanners,
+  triggerLines,
   verdictsTable,
   ageTone,
   type AdminQueueView,
@@ -378,6 +379,7 @@ function headerLines(p: ScreenProps, v: AdminQueueView | null): Line[] {
     out.push([seg(` STALE ${durationText(Math.max(0, p.now - feed.stale.since))}: ${feed.stale.cause} — showing the last good snapshot, retrying `, 'bad', { bold: true, inverse: true })]);
   }
   if (v) for (const b of postureBanners(v)) out.push([seg(` ${b.text} `, b.tone, { bold: true, inverse: true })]);
+  if (v) for (const t of triggerLines(v)) out.push([seg(t.text, t.tone)]);
   return out;
 }
 

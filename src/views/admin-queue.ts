@@ -2,7 +2,7 @@ import { LANE_NAMES, type LaneName, type PlacementRequirement } from '../core/en
 import { replicaState, type ReplicaState } from '../core/replica-state.js';
 import { closestRunner, verdict, VERDICT_CODES, type VerdictCode } from '../core/verdict.js';
 import type { AdminQueueSnapshot } from '../store/admin-queue.js';
-import { age, count, duration, text, type Cell, type CellTable, type Tone } from './cells.js';
+import { age, count, duration, durationText, text, type Cell, type CellTable, type Tone } from './cells.js';
 import { buildRunners, type RunnerView } from './runners.js';
 
 /** Stride's pass advance per delivery at weight 1 (the dispatcher's STRIDE constant). */
@@ -100,6 +100,15 @@ export interface DrainView {
   ageMs: number | null;
 }
 
+/** Triggers in the queue view: what comes due next, and launches accepted but not yet fired (docs/triggers.md). */
+export interface TriggersQueueView {
+  next: Array<{ id: number; kind: 'schedule' | 'once'; template: string; dueAt: string; dueInMs: number }>;
+  waiting: {
+    total: number;
+    items: Array<{ tickId: number; triggerId: number; kind: string; template: string; dueAt: string; waitingMs: number; reason: string | null }>;
+  };
+}
+
 /** The aggregate queue view: `opschain admin queue --json`, `GET /api/admin/queue`, each NDJSON line of `--watch`. */
 export interface AdminQueueView {
   at: string;
@@ -125,6 +134,8 @@ export interface AdminQueueView {
     sampled: boolean;
     groups: VerdictGroup[];
   };
+  /** Always set by buildAdminQueue; absent only in views built by hand. */
+  triggers?: TriggersQueueView;
 }
 
 export interface BuildOptions {
@@ -250,7 +261,39 @@ export function buildAdminQueue(s: AdminQueueSnapshot, opts: BuildOptions): Admi
       sampled: readyEstimated || s.sample.length < ready,
       groups: VERDICT_CODES.filter((c) => groups.has(c)).map((c) => groups.get(c)!),
     },
+    triggers: {
+      next: s.triggersDue.map((t) => ({ id: t.id, kind: t.kind, template: t.template, dueAt: t.dueAt.toISOString(), dueInMs: t.dueAt.getTime() - now })),
+      waiting: {
+        total: s.launchesWaiting.total,
+        items: s.launchesWaiting.items.map((t) => ({
+          tickId: t.id,
+          triggerId: t.triggerId,
+          kind: t.kind,
+          template: t.template,
+          dueAt: t.dueAt.toISOString(),
+          waitingMs: Math.max(0, now - t.recordedAt.getTime()),
+          reason: t.deferredReason,
+        })),
+      },
+    },
   };
+}
+
+/** One line each: the next trigger to come due, and the launches waiting (deferred by a cap, a ceiling or an overlap). */
+export function triggerLines(v: AdminQueueView): Array<{ text: string; tone: Tone }> {
+  const t = v.triggers;
+  if (!t) return [];
+  const out: Array<{ text: string; tone: Tone }> = [];
+  const next = t.next[0];
+  if (next) out.push({ text: `next trigger: ${next.kind} ${next.id} (${next.template}) ${next.dueInMs <= 0 ? 'due now' : `in ${durationText(next.dueInMs)}`}, at ${next.dueAt}`, tone: 'normal' });
+  if (t.waiting.total > 0) {
+    const oldest = t.waiting.items[0];
+    out.push({
+      text: `${t.waiting.total} launch${t.waiting.total === 1 ? '' : 'es'} waiting; oldest: ${oldest.kind} ${oldest.triggerId} (${oldest.template}) ${durationText(oldest.waitingMs)}${oldest.reason ? `: ${oldest.reason}` : ''}`,
+      tone: 'warn',
+    });
+  }
+  return out;
 }
 
 // ---- the tables, shared by `admin queue` and the dashboard's panes -------------------------------

@@ -1,4 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
+import { adminQueueText } from '../../src/cli/admin-queue-text.js';
+import { adminQueueView } from '../../src/cli/console-source.js';
 import { createLogger } from '../../src/logger.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
 import { withTransaction, type Pool } from '../../src/store/pool.js';
@@ -140,6 +142,22 @@ describe('the launch loop, pass by pass', () => {
     const retried = await drain(d, retry);
     expect(retried.flatMap((p) => p.deferred).map((x) => x.tickId)).toHaveLength(1);
     expect(retried.flatMap((p) => p.fired)).toEqual([]);
+  });
+
+  it('admin queue shows the next due trigger and the launches waiting', async () => {
+    await templatePut(pool, { text: TEMPLATE('capped'), maxConcurrentRuns: 1, actor: 'test' });
+    await oneShotAdd(pool, { template: 'capped', at: base.toISOString(), actor: 'test' });
+    const waiting = await oneShotAdd(pool, { template: 'capped', at: base.toISOString(), actor: 'test' });
+    const sched = await scheduleAdd(pool, { template: 'capped', cron: '0 2 * * *', tz: 'Europe/Berlin', actor: 'test' });
+    await drain(deps(pool), base);
+    const view = await adminQueueView(pool, { limit: 10, acceptExceeding: true });
+    expect(view.triggers!.next).toMatchObject([{ id: sched.id, kind: 'schedule', template: 'capped', dueAt: sched.nextDueAt }]);
+    expect(view.triggers!.waiting.total).toBe(1);
+    expect(view.triggers!.waiting.items).toMatchObject([{ triggerId: waiting.id, kind: 'once', reason: 'max_concurrent_runs 1 reached (1 running)' }]);
+    const text = adminQueueText(view);
+    expect(text).toContain(`next trigger: schedule ${sched.id} (capped) in `);
+    expect(text).toContain(`1 launch waiting; oldest: once ${waiting.id} (capped) `);
+    expect(text).toContain(': max_concurrent_runs 1 reached (1 running)');
   });
 
   it('defers past the daily ceiling', async () => {
