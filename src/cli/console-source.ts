@@ -7,6 +7,7 @@ import { QUEUE_CHANNEL } from '../store/queue.js';
 import type { ConsoleSource } from '../tui/source.js';
 import { buildAdminQueue, type AdminQueueView } from '../views/admin-queue.js';
 import { fleetDrain, fleetUndrain } from '../ops/fleet.js';
+import { cliActor } from './runs.js';
 
 /** The aggregate view straight from the store: one snapshot, built into the view the API serves too. */
 export async function adminQueueView(pool: Pool, p: { limit: number; acceptExceeding: boolean }): Promise<AdminQueueView> {
@@ -25,7 +26,7 @@ export function storeConsoleSource(p: { pool: Pool; databaseUrl: string; acceptE
   return {
     name,
     read: ({ limit }) => adminQueueView(p.pool, { limit, acceptExceeding: p.acceptExceeding }),
-    drain: ({ runner, drained, reason }) => (drained ? fleetDrain : fleetUndrain)({ pool: p.pool, actor: p.actor ?? 'console', source: 'console' }, { runner, reason }),
+    drain: ({ runner, drained, reason }) => (drained ? fleetDrain : fleetUndrain)({ pool: p.pool, actor: p.actor ?? `console:${cliActor()}`, source: 'console' }, { runner, reason }),
     subscribe(wake) {
       const quiet = () => {};
       const listeners = [QUEUE_CHANNEL, COORDINATION_CHANNEL].map((channel) => listenChannel(p.databaseUrl, channel, () => wake(), quiet));
