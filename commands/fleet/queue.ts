@@ -11,7 +11,7 @@ export default class FleetQueue extends OpsCommand<typeof FleetQueue> {
   static override examples = ['<%= config.bin %> fleet queue', '<%= config.bin %> fleet queue --json | jq \'.entries[] | select(.verdict.satisfiable | not)\''];
   static override flags = {
     'accept-exceeding': Flags.boolean({ description: 'judge oversized steps as the servers do (their dispatch.accept_exceeding)', allowNo: true, default: true, env: 'OPSCHAIN_ACCEPT_EXCEEDING' }),
-    limit: Flags.integer({ description: 'show at most this many ready entries (the summary counts them all)', default: 1000, min: 1 }),
+    limit: Flags.integer({ description: 'show at most this many ready entries (the summary counts them all)', default: 1000, min: 1, max: 100_000 }),
   };
   static override summary = 'Why is it waiting: the queue with placement verdicts';
 

@@ -22,7 +22,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
     history: Flags.string({ description: 'append each step\'s start and finish (step, attempt, token, times, outcome) to this file as JSON lines', env: 'OPSCHAIN_RUNNER_HISTORY' }),
     label: Flags.string({ description: 'a label for placement (repeatable)', multiple: true }),
     'log-level': Flags.string({ description: 'how much the runner logs', default: 'info', options: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] }),
-    'max-load': Flags.integer({ description: 'capacity in step load units [default: CPU threads]', min: 1 }),
+    'max-load': Flags.integer({ description: 'capacity in step load units [default: CPU threads]', min: 1, max: 100_000 }),
     'max-parallel-steps': Flags.integer({ description: 'how many steps it runs at once', default: 1, min: 1, max: 64 }),
     name: Flags.string({ description: 'runner name; also names its identity file [default: hostname]' }),
     once: Flags.boolean({ description: 'take one batch of work, run it, exit' }),

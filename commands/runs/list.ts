@@ -10,7 +10,7 @@ export default class RunsList extends OpsCommand<typeof RunsList> {
   static override enableJsonFlag = true;
   static override examples = ['<%= config.bin %> runs list', '<%= config.bin %> runs list --status failed --project acme --limit 50', '<%= config.bin %> runs list --before 120 --json'];
   static override flags = {
-    before: Flags.integer({ description: 'only runs with an id below this (the next page)', min: 1 }),
+    before: Flags.integer({ description: 'only runs with an id below this (the next page)', min: 1, max: Number.MAX_SAFE_INTEGER }),
     limit: Flags.integer({ description: 'how many runs to show', default: 20, min: 1, max: 1000 }),
     project: Flags.string({ description: 'only runs of this project' }),
     status: Flags.string({ description: 'only runs with this status', options: [...RUN_STATUSES] }),

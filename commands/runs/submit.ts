@@ -1,10 +1,9 @@
-import { readFileSync } from 'node:fs';
 import { Args, Flags } from '@oclif/core';
 import { OpsCommand } from '../../src/cli/base.js';
 import { EXIT } from '../../src/cli/errors.js';
 import { table } from '../../src/cli/render.js';
-import { Invalid } from '../../src/errors.js';
 import { followRun } from '../../src/ops/follow.js';
+import { runFileRead } from '../../src/orchestrator/runfile.js';
 import type { OpsOutput } from '../../src/ops/index.js';
 import { RUN_TABLE_HEAD, runHeadline, runTreeRows, stepProgressLine, type StepView } from '../../src/views/runs.js';
 
@@ -29,12 +28,7 @@ With --wait, follows the run until it ends, printing each step's progress on std
 
   async run(): Promise<OpsOutput<'runsSubmit'>> {
     const { file } = (await this.parse(RunsSubmit)).args;
-    let text: string;
-    try {
-      text = readFileSync(file === '-' ? 0 : file, 'utf8');
-    } catch (err) {
-      throw new Invalid(`cannot read ${file === '-' ? 'stdin' : file}: ${(err as Error).message}`);
-    }
+    const text = runFileRead(file);
     const ops = await this.ops();
     const submitted = await ops.runsSubmit({ file: text, set: this.flags.set });
     if (!this.jsonEnabled()) this.log(String(submitted.id));

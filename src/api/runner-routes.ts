@@ -7,7 +7,7 @@ import { emitDispatch } from '../dispatch/events.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
 import { stepLogAppend } from '../store/logs.js';
 import { auditRecord } from '../store/audit.js';
-import { runnerRegister, runnerTouch } from '../store/runners.js';
+import { runnerRegisterExclusive, RunnerNameTakenError, runnerTouch } from '../store/runners.js';
 import { tokenVerify } from '../store/tokens.js';
 import { Conflict, Unauthorized } from '../errors.js';
 import { sendError } from './errors.js';
@@ -103,20 +103,27 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
       const b = req.body as Record<string, any>;
       const tok = { id: registrationTokens.get(req)! };
       const credential = newSecret('runner');
-      const runner = await runnerRegister(deps.pool, {
-        id: `rnr_${randomBytes(8).toString('hex')}`,
-        name: b.name,
-        group: b.group ?? null,
-        labels: b.labels ?? [],
-        executors: b.executors ?? ['shell'],
-        maxLoad: b.max_load ?? 1,
-        maxParallelSteps: b.max_parallel_steps ?? 1,
-        site: b.site ?? null,
-        protocolVersion: b.protocol_version ?? PROTOCOL_VERSION,
-        credentialHash: hashSecret(credential),
-        replicaId: deps.replicaId,
-      });
-      await auditRecord(deps.pool, { actor: `token:${tok.id}`, action: 'runner.register', target: runner.id, source: req.ip, detail: { name: runner.name, group: runner.group } });
+      let registered: Awaited<ReturnType<typeof runnerRegisterExclusive>>;
+      try {
+        registered = await runnerRegisterExclusive(deps.pool, {
+          id: `rnr_${randomBytes(8).toString('hex')}`,
+          name: b.name,
+          group: b.group ?? null,
+          labels: b.labels ?? [],
+          executors: b.executors ?? ['shell'],
+          maxLoad: b.max_load ?? 1,
+          maxParallelSteps: b.max_parallel_steps ?? 1,
+          site: b.site ?? null,
+          protocolVersion: b.protocol_version ?? PROTOCOL_VERSION,
+          credentialHash: hashSecret(credential),
+          replicaId: deps.replicaId,
+        });
+      } catch (err) {
+        if (err instanceof RunnerNameTakenError) return reply.code(409).send({ error: err.message });
+        throw err;
+      }
+      const { runner, retired } = registered;
+      await auditRecord(deps.pool, { actor: `token:${tok.id}`, action: 'runner.register', target: runner.id, source: req.ip, detail: { name: runner.name, group: runner.group, ...(retired.length ? { retired } : {}) } });
       return reply.code(201).send({ runner_id: runner.id, credential, lease_ttl_ms: deps.ttlMs, poll_window_ms: opts.pollWindowMs });
     },
   );

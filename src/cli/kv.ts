@@ -1,3 +1,4 @@
+import { LOAD_MAX, LOAD_MIN } from '../core/bounds.js';
 import { Invalid } from '../errors.js';
 
 /** `k=v` → [k, v]; the flag name goes into the error for a malformed pair. */
@@ -21,9 +22,9 @@ export function parseSelectors(raws: string[]): Record<string, string[]> {
   return out;
 }
 
-/** A positive number flag (weights, loads). */
-export function parsePositive(flag: string, raw: string): number {
+/** A positive number flag (weights, loads), at least 0.001 and at most `max` (default 100000): what a `real` column holds without losing it. */
+export function parsePositive(flag: string, raw: string, max = LOAD_MAX): number {
   const n = Number(raw);
-  if (!/^\s*\d+(\.\d+)?\s*$/.test(raw) || !Number.isFinite(n) || n <= 0) throw new Invalid(`--${flag} ${raw}: expected a number above 0`);
+  if (!/^\s*\d+(\.\d+)?\s*$/.test(raw) || !Number.isFinite(n) || n < LOAD_MIN || n > max) throw new Invalid(`--${flag} ${raw}: expected a number from ${LOAD_MIN} to ${max}`);
   return n;
 }

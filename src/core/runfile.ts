@@ -1,3 +1,4 @@
+import { FORBIDDEN_KEYS, LOAD_MAX, LOAD_MIN, unsafeTextReason } from './bounds.js';
 import { parseDuration } from './duration.js';
 import type { PlacementRequirement } from './entry.js';
 
@@ -40,6 +41,12 @@ export const STEP_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
 const PROJECT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const POOL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$/;
+/** The most steps one run may have. */
+export const MAX_STEPS = 1000;
+/** The longest text a field may hold (a step's command, an env value). */
+export const MAX_TEXT = 64 * 1024;
+/** Names, labels, selector keys and values, targets. */
+const MAX_NAME_TEXT = 256;
 
 /** Where each field's value is a number or a list, so `--set` can coerce its text. */
 export type FieldKind = 'string' | 'number' | 'list' | 'map' | 'other';
@@ -106,17 +113,30 @@ class Collector {
   unknownKeys(obj: Record<string, unknown>, allowed: readonly string[], at: string): void {
     for (const key of Object.keys(obj)) {
       if (allowed.includes(key)) continue;
+      if (FORBIDDEN_KEYS.has(key)) {
+        this.add(join(at, key), 'not allowed as a key');
+        continue;
+      }
       const near = allowed.map((k) => ({ k, d: distance(key, k) })).sort((x, y) => x.d - y.d)[0];
       const hint = near && near.d <= 2 ? `; did you mean "${near.k}"?` : ` (expected one of ${allowed.join(', ')})`;
       this.add(join(at, key), `unknown key${hint}`);
     }
   }
 
-  string(v: unknown, path: string, opts: { pattern?: RegExp; what?: string } = {}): string | undefined {
+  /** Text the store can hold: no NUL, no lone surrogate, at most max characters. */
+  safe(v: string, path: string, max: number): boolean {
+    const why = unsafeTextReason(v);
+    if (why) this.add(path, why);
+    else if (v.length > max) this.add(path, `longer than ${max} characters`);
+    return !why && v.length <= max;
+  }
+
+  string(v: unknown, path: string, opts: { pattern?: RegExp; what?: string; max?: number } = {}): string | undefined {
     if (typeof v !== 'string' || v.trim() === '') {
       this.add(path, `expected ${opts.what ?? 'a non-empty string'}, got ${show(v)}`);
       return undefined;
     }
+    if (!this.safe(v, path, opts.max ?? MAX_NAME_TEXT)) return undefined;
     if (opts.pattern && !opts.pattern.test(v)) {
       this.add(path, `expected ${opts.what ?? 'a plain name'}, got ${show(v)}`);
       return undefined;
@@ -155,7 +175,9 @@ class Collector {
       const p = join(path, k);
       if (!ENV_NAME.test(k)) this.add(p, 'not a valid environment variable name (letters, digits and _, not starting with a digit)');
       else if (k.startsWith('OPSCHAIN_')) this.add(p, 'the OPSCHAIN_ prefix is reserved for variables the runner sets');
-      else if (typeof val === 'string') out[k] = val;
+      else if (typeof val === 'string') {
+        if (this.safe(val, p, MAX_TEXT)) out[k] = val;
+      }
       // A bare number or boolean in YAML is almost always meant as its text.
       else if (typeof val === 'number' || typeof val === 'boolean') out[k] = String(val);
       else this.add(p, `expected a string, got ${show(val)}`);
@@ -186,6 +208,7 @@ class Collector {
       else {
         const selectors: Record<string, string[]> = {};
         for (const [k, vals] of Object.entries(v.selectors)) {
+          if (!this.safe(k, join(sp, k), MAX_NAME_TEXT)) continue;
           const list = this.stringList(vals, join(sp, k), { what: 'values' });
           if (list && list.length === 0) this.add(join(sp, k), 'expected at least one value');
           else if (list) selectors[k] = list;
@@ -213,46 +236,65 @@ function join(path: string, key: string): string {
  */
 export function findCycles(steps: Array<{ name: string; needs: string[] }>): string[][] {
   const byName = new Map(steps.map((s) => [s.name, s]));
+  const order = new Map(steps.map((s, i) => [s.name, i]));
   const state = new Map<string, 'open' | 'done'>();
-  const stack: string[] = [];
   const inCycle = new Set<string>();
   const cycles: string[][] = [];
-  const visit = (name: string): void => {
-    state.set(name, 'open');
-    stack.push(name);
-    for (const dep of byName.get(name)?.needs ?? []) {
+  // Depth-first with an explicit stack (a chain of thousands of needs must not overflow the call
+  // stack): each frame is a step and the index of the next need to look at.
+  for (const root of steps) {
+    if (state.has(root.name)) continue;
+    const path: string[] = [root.name];
+    const next: number[] = [0];
+    state.set(root.name, 'open');
+    while (path.length > 0) {
+      const name = path[path.length - 1];
+      const needs = byName.get(name)?.needs ?? [];
+      const i = next[next.length - 1]++;
+      if (i >= needs.length) {
+        path.pop();
+        next.pop();
+        state.set(name, 'done');
+        continue;
+      }
+      const dep = needs[i];
       if (!byName.has(dep)) continue;
       const s = state.get(dep);
       if (s === 'open') {
         // The edge runs from a step to what it needs; read it the other way round so the cycle follows execution order.
-        const cycle = stack.slice(stack.indexOf(dep)).reverse();
+        const cycle = path.slice(path.indexOf(dep)).reverse();
         if (!cycle.some((n) => inCycle.has(n))) {
           cycle.forEach((n) => inCycle.add(n));
-          const start = cycle.reduce((best, n, i) => (steps.findIndex((x) => x.name === n) < steps.findIndex((x) => x.name === cycle[best]) ? i : best), 0);
+          const start = cycle.reduce((best, n, j) => (order.get(n)! < order.get(cycle[best])! ? j : best), 0);
           const rotated = [...cycle.slice(start), ...cycle.slice(0, start)];
           cycles.push([...rotated, rotated[0]]);
         }
-      } else if (s === undefined) visit(dep);
+      } else if (s === undefined) {
+        state.set(dep, 'open');
+        path.push(dep);
+        next.push(0);
+      }
     }
-    stack.pop();
-    state.set(name, 'done');
-  };
-  for (const s of steps) if (!state.has(s.name)) visit(s.name);
+  }
   return cycles;
 }
 
 /** Steps in dependency order: each after everything it needs, otherwise in file order. Assumes no cycle. */
 export function dependencyOrder<T extends { name: string; needs: string[] }>(steps: T[]): T[] {
-  const placed = new Set<string>();
   const known = new Set(steps.map((s) => s.name));
+  const placed = new Set<string>();
   const out: T[] = [];
   let remaining = steps;
+  // Rounds of "everything whose needs are placed", each in file order; a chain costs one pass
+  // per round over what is left, so the pass skips ahead to the first step it unblocked.
   while (remaining.length) {
-    const next = remaining.filter((s) => s.needs.every((n) => placed.has(n) || !known.has(n)));
+    const next: T[] = [];
+    const rest: T[] = [];
+    for (const s of remaining) (s.needs.every((n) => placed.has(n) || !known.has(n)) ? next : rest).push(s);
     if (next.length === 0) return [...out, ...remaining]; // a cycle: keep the rest in file order
     for (const s of next) placed.add(s.name);
     out.push(...next);
-    remaining = remaining.filter((s) => !placed.has(s.name));
+    remaining = rest;
   }
   return out;
 }
@@ -282,6 +324,7 @@ export function validateRunFile(raw: unknown): RunFileResult {
   if (raw.steps === undefined) c.add('steps', 'required');
   else if (!isMap(raw.steps)) c.add('steps', `expected a map of step names to steps, got ${show(raw.steps)}`);
   else if (Object.keys(raw.steps).length === 0) c.add('steps', 'expected at least one step');
+  else if (Object.keys(raw.steps).length > MAX_STEPS) c.add('steps', `at most ${MAX_STEPS} steps in one run, got ${Object.keys(raw.steps).length}`);
   else {
     const names = new Set(Object.keys(raw.steps));
     for (const [stepName, body] of Object.entries(raw.steps)) {
@@ -292,7 +335,7 @@ export function validateRunFile(raw: unknown): RunFileResult {
         continue;
       }
       c.unknownKeys(body, STEP_KEYS, at);
-      const run = body.run === undefined ? (c.add(join(at, 'run'), 'required'), undefined) : c.string(body.run, join(at, 'run'), { what: 'a shell command' });
+      const run = body.run === undefined ? (c.add(join(at, 'run'), 'required'), undefined) : c.string(body.run, join(at, 'run'), { what: 'a shell command', max: MAX_TEXT });
       let needs: string[] = [];
       if (body.needs !== undefined && body.needs !== null) {
         const list = c.stringList(body.needs, join(at, 'needs'), { what: 'step names', item: 'a step name' });
@@ -314,7 +357,7 @@ export function validateRunFile(raw: unknown): RunFileResult {
       const pools = body.pools === undefined || body.pools === null ? [] : (c.stringList(body.pools, join(at, 'pools'), { pattern: POOL_NAME, what: 'pool names', item: 'a pool name (letters, digits, . _ : -)' }) ?? []);
       let load = 1;
       if (body.load !== undefined) {
-        if (typeof body.load !== 'number' || !Number.isFinite(body.load) || body.load <= 0) c.add(join(at, 'load'), `expected a number above 0, got ${show(body.load)}`);
+        if (typeof body.load !== 'number' || !Number.isFinite(body.load) || body.load < LOAD_MIN || body.load > LOAD_MAX) c.add(join(at, 'load'), `expected a number from ${LOAD_MIN} to ${LOAD_MAX}, got ${show(body.load)}`);
         else load = body.load;
       }
       const stepPriority = body.priority === undefined || body.priority === null ? null : (c.integer(body.priority, join(at, 'priority'), 0, 199) ?? null);
@@ -363,6 +406,11 @@ export function applyOverrides(raw: unknown, sets: string[], parseStructured: (t
       problems.push({ path: `--set ${set}`, message: 'expected key=value with a dotted key, like env.REGION=us-east-1' });
       continue;
     }
+    const bad = path.find((seg) => FORBIDDEN_KEYS.has(seg));
+    if (bad !== undefined) {
+      problems.push({ path: `--set ${path.join('.')}`, message: `${bad} is not allowed as a key` });
+      continue;
+    }
     const text = set.slice(eq + 1);
     const kind = fieldKind(path);
     let value: unknown;
@@ -377,7 +425,7 @@ export function applyOverrides(raw: unknown, sets: string[], parseStructured: (t
     let node: Record<string, unknown> = root;
     let ok = true;
     for (let i = 0; i < path.length - 1; i++) {
-      const next = node[path[i]];
+      const next = Object.hasOwn(node, path[i]) ? node[path[i]] : undefined;
       if (next === undefined || next === null) node[path[i]] = {};
       else if (!isMap(next)) {
         problems.push({ path: `--set ${path.join('.')}`, message: `${path.slice(0, i + 1).join('.')} is not a map` });

@@ -1,3 +1,4 @@
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { LineCounter, parseDocument, parse as parseYaml } from 'yaml';
 import { Invalid } from '../errors.js';
 import { applyOverrides, validateRunFile, type RunDefinition, type RunFileProblem } from '../core/runfile.js';
@@ -16,6 +17,50 @@ export interface LoadedRunFile {
   source: Record<string, unknown>;
 }
 
+/** The largest run file read: a bigger one is refused by its size before it is read. */
+export const RUN_FILE_MAX_BYTES = 1024 * 1024;
+const MAX_SYNTAX_PROBLEMS = 10;
+
+/**
+ * A run file's text from a path, or from stdin for `-`, refused (Invalid) when it is larger
+ * than RUN_FILE_MAX_BYTES: a file by its size before anything is read, stdin as soon as it passes.
+ */
+export function runFileRead(file: string, maxBytes = RUN_FILE_MAX_BYTES): string {
+  const where = file === '-' ? 'stdin' : file;
+  const tooBig = () => new Invalid(`${where}: larger than ${maxBytes / 1024} KiB; a run file is refused above that size`, 'invalid_run_file');
+  let fd: number;
+  try {
+    fd = file === '-' ? 0 : openSync(file, 'r');
+  } catch (err) {
+    throw new Invalid(`cannot read ${where}: ${(err as Error).message}`);
+  }
+  try {
+    const st = fstatSync(fd);
+    if (st.isFile() && st.size > maxBytes) throw tooBig();
+    if (st.isDirectory()) throw new Invalid(`cannot read ${where}: it is a directory`);
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const buf = Buffer.alloc(64 * 1024);
+    for (;;) {
+      let n: number;
+      try {
+        n = readSync(fd, buf, 0, buf.length, null);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EAGAIN') continue;
+        if ((err as NodeJS.ErrnoException).code === 'EOF') break;
+        throw new Invalid(`cannot read ${where}: ${(err as Error).message}`);
+      }
+      if (n === 0) break;
+      total += n;
+      if (total > maxBytes) throw tooBig();
+      chunks.push(Buffer.from(buf.subarray(0, n)));
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  } finally {
+    if (file !== '-') closeSync(fd);
+  }
+}
+
 /**
  * Reads a run file's text (YAML, or JSON which is YAML too), applies `--set` overrides and
  * validates it. Throws RunFileInvalid with every problem; returns nothing half-checked.
@@ -25,12 +70,12 @@ export function runFileLoad(text: string, sets: string[] = []): LoadedRunFile {
   const lines = new LineCounter();
   const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines });
   if (doc.errors.length) {
-    throw new RunFileInvalid(
-      doc.errors.map((e) => {
-        const pos = lines.linePos(e.pos[0]);
-        return { path: `(file) line ${pos.line} column ${pos.col}`, message: e.message.split('\n')[0] };
-      }),
-    );
+    const shown = doc.errors.slice(0, MAX_SYNTAX_PROBLEMS).map((e) => {
+      const pos = lines.linePos(e.pos[0]);
+      return { path: `(file) line ${pos.line} column ${pos.col}`, message: e.message.split('\n')[0] };
+    });
+    if (doc.errors.length > MAX_SYNTAX_PROBLEMS) shown.push({ path: '(file)', message: `and ${doc.errors.length - MAX_SYNTAX_PROBLEMS} more syntax problems` });
+    throw new RunFileInvalid(shown);
   }
   const parsed = doc.toJS({ maxAliasCount: 100 }) as unknown;
   const { raw, problems: setProblems } = applyOverrides(parsed, sets, (t) => parseYaml(t));

@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.js';
-import { CallAbortedError, CredentialInvalidError } from './client.js';
+import { CallAbortedError, CredentialInvalidError, ProtocolError } from './client.js';
 import { MissingRegistrationTokenError } from './identity.js';
 import { RunnerLockedError } from './lock.js';
 import { prepareRunner, RunnerSetupError, type RunnerSettings } from './start.js';
@@ -36,6 +36,7 @@ export async function runRunner(settings: RunnerSettings, log: Logger): Promise<
       if (err instanceof CallAbortedError) return 0;
       if (err instanceof RunnerSetupError || err instanceof MissingRegistrationTokenError || err instanceof RunnerLockedError) throw new RunnerConfigError(err.message);
       if (err instanceof CredentialInvalidError) throw new RunnerConfigError(`registration refused by ${err.server}: the registration token is not valid`);
+      if (err instanceof ProtocolError && err.path === 'register' && err.status === 409) throw new RunnerConfigError(`registration refused: ${err.message.replace(/^register: HTTP 409: /, '')}`);
       throw err;
     }
     const { agent, identity, identityFile, registered, servers, name, workDir, unlock } = prepared;

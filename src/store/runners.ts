@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
+import { withTransaction, type Pool, type PoolClient } from './pool.js';
 
 type Db = Pool | PoolClient;
 
@@ -47,6 +47,33 @@ export async function runnerRegister(db: Db, r: RunnerRegistration): Promise<Run
     [r.id, r.name, r.group, r.labels, r.executors, r.maxLoad, r.maxParallelSteps, r.site, r.protocolVersion, r.credentialHash, r.replicaId],
   );
   return mapRunner(rows[0]);
+}
+
+/** A live runner already holds the name a registration asked for. */
+export class RunnerNameTakenError extends Error {
+  constructor(readonly runnerName: string, readonly holder: { id: string; state: string }) {
+    super(`runner name ${runnerName} is taken by ${holder.id} (${holder.state}); pick another --name, or wait until that runner has been offline for two poll windows`);
+    this.name = 'RunnerNameTakenError';
+  }
+}
+
+/**
+ * Registers a runner under a name no live runner holds: while a runner of that name is online or
+ * on the watch list the registration is refused (RunnerNameTakenError), so nobody can pose as
+ * another runner in the registry, the audit or a drain by name. An offline holder (a machine
+ * rebuilt without its identity file) is retired (deleted_at) and the name passes on. Serialised
+ * per name by a transaction-scoped advisory lock.
+ */
+export async function runnerRegisterExclusive(pool: Pool, r: RunnerRegistration): Promise<{ runner: RunnerRow; retired: string[] }> {
+  return withTransaction(pool, async (client) => {
+    await client.query(`SELECT pg_advisory_xact_lock(hashtext('opschain.runner-name:' || $1))`, [r.name]);
+    const { rows } = await client.query(`SELECT id, state FROM runners WHERE name = $1 AND deleted_at IS NULL ORDER BY registered_at`, [r.name]);
+    const live = rows.find((x) => x.state !== 'offline');
+    if (live) throw new RunnerNameTakenError(r.name, { id: live.id, state: live.state });
+    const retired = rows.map((x) => x.id as string);
+    if (retired.length) await client.query(`UPDATE runners SET deleted_at = now() WHERE id = ANY($1::text[])`, [retired]);
+    return { runner: await runnerRegister(client, r), retired };
+  });
 }
 
 export async function runnerByCredential(db: Db, credentialHash: string): Promise<RunnerRow | undefined> {

@@ -105,6 +105,24 @@ describe('the HTTP edge', () => {
     expect(rows.map((x) => x.chunk)).toEqual(['a\u2400b\ufffdc\n']);
     const done = await raw('POST', '/api/runner/complete', { completions: [{ step_id: offer.step_id, token: offer.token, exit_code: 0 }] }, asRunner());
     expect(done.body.results[0].ok).toBe(true);
+    // The same completion replayed by another runner with the first one's token is fenced, not ok.
+    const other = await new TestRunner(server.url).register(reg, { name: 'edge-other' });
+    const replay = await other.call('complete', { completions: [{ step_id: offer.step_id, token: offer.token, exit_code: 1 }] });
+    expect(replay.body.results[0]).toMatchObject({ ok: false, status: 409 });
+    // The first runner's repeat stays an idempotent ok.
+    expect((await runner.call('complete', { completions: [{ step_id: offer.step_id, token: offer.token, exit_code: 0 }] })).body.results[0].ok).toBe(true);
+  });
+
+  it('refuses a registration under the name of a live runner; an offline holder is retired and the name passes on', async () => {
+    const taken = await raw('POST', '/api/runner/register', { registration_token: reg, name: 'edge-runner' });
+    expect(taken.status).toBe(409);
+    expect(taken.body.error).toMatch(/^runner name edge-runner is taken by rnr_[0-9a-f]+ \(online\)/);
+    const ghost = await new TestRunner(server.url).register(reg, { name: 'edge-ghost' });
+    await db.current.pool.query(`UPDATE runners SET state = 'offline' WHERE id = $1`, [ghost.runnerId]);
+    const again = await new TestRunner(server.url).register(reg, { name: 'edge-ghost' });
+    const { rows } = await db.current.pool.query(`SELECT id, deleted_at IS NOT NULL AS retired FROM runners WHERE name = 'edge-ghost' ORDER BY registered_at`);
+    expect(rows).toEqual([{ id: ghost.runnerId, retired: true }, { id: again.runnerId, retired: false }]);
+    expect((await ghost.acquire({ wait_ms: 0 })).status).toBe(401);
   });
 
   it(`caps a runner's parked acquires at ${PARKED_PER_RUNNER}: the next one is 429`, async () => {

@@ -1,6 +1,9 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { applyOverrides, dependencyOrder, fieldKind, findCycles, validateRunFile } from '../../src/core/runfile.js';
-import { RunFileInvalid, runFileLoad } from '../../src/orchestrator/runfile.js';
+import { RUN_FILE_MAX_BYTES, RunFileInvalid, runFileLoad, runFileRead } from '../../src/orchestrator/runfile.js';
 
 const problemsOf = (text: string, sets: string[] = []): string[] => {
   try {
@@ -99,7 +102,7 @@ steps:
       'placement.labels: expected a list of strings, got "linux"',
       'steps.build.tiemout: unknown key; did you mean "timeout"?',
       'steps.build.timeout: expected a duration like 10m, got "soon"',
-      'steps.build.load: expected a number above 0, got 0',
+      'steps.build.load: expected a number from 0.001 to 100000, got 0',
       'steps.deploy.run: required',
       'steps.deploy.needs[0]: no step named "tset"',
       'steps.deploy.pools[0]: expected a pool name (letters, digits, . _ : -), got "bad pool"',
@@ -170,5 +173,51 @@ steps:
     ]).map((s) => s.name);
     expect(order).toEqual(['a', 'b', 'c', 'd']);
     expect(validateRunFile({ name: 'x', steps: { a: { run: 'x' } } }).ok).toBe(true);
+  });
+
+  it('refuses hostile values with a problem each: tiny loads, NUL and lone surrogates, prototype keys', () => {
+    expect(problemsOf('name: x\nsteps: {a: {run: "true", load: 1e-50}}\n')).toEqual(['steps.a.load: expected a number from 0.001 to 100000, got 1e-50']);
+    expect(problemsOf('{"name":"x\\u0000","env":{"A":"\\ud800"},"steps":{"a":{"run":"t\\u0000","placement":{"selectors":{"k\\u0000":["v"]}}}}}')).toEqual([
+      'name: contains a NUL character',
+      'env.A: contains an unpaired surrogate (not valid Unicode)',
+      'steps.a.run: contains a NUL character',
+      'steps.a.placement.selectors."k\\u0000": contains a NUL character',
+    ]);
+    expect(problemsOf('name: x\n__proto__: {polluted: 1}\nsteps: {a: {run: "true"}}\n')).toEqual(['__proto__: not allowed as a key']);
+    expect(problemsOf('name: x\nsteps: {a: {run: "true"}}\n', ['__proto__.polluted=1'])).toEqual(['--set __proto__.polluted: __proto__ is not allowed as a key']);
+    expect(problemsOf('name: x\nsteps: {a: {run: "true"}}\n', ['steps.a.constructor.prototype.polluted=1'])).toEqual(['--set steps.a.constructor.prototype.polluted: constructor is not allowed as a key']);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('a chain of needs as long as a run may be is checked without overflowing the stack; a deep cycle is still named', () => {
+    const chain = Array.from({ length: 1000 }, (_, i) => `  s${i}: {run: "true"${i ? `, needs: [s${i - 1}]` : ''}}`).join('\n');
+    const loaded = runFileLoad(`name: x\nsteps:\n${chain}\n`);
+    expect(loaded.definition.steps).toHaveLength(1000);
+    const deep = Array.from({ length: 50_000 }, (_, i) => ({ name: `s${i}`, needs: [`s${(i + 1) % 50_000}`] }));
+    const cycles = findCycles(deep);
+    expect(cycles).toHaveLength(1);
+    expect(cycles[0]).toHaveLength(50_001);
+    expect(problemsOf(`name: x\nsteps:\n${Array.from({ length: 1001 }, (_, i) => `  s${i}: {run: "true"}`).join('\n')}\n`)).toEqual(['steps: at most 1000 steps in one run, got 1001']);
+  });
+
+  it('deeply nested YAML is refused as a syntax problem, listing at most ten', () => {
+    const problems = problemsOf('['.repeat(100_000));
+    expect(problems.length).toBeLessThanOrEqual(11);
+    expect(problems.at(-1)).toMatch(/^\(file\): and \d+ more syntax problems$/);
+  });
+
+  it('a run file larger than 1 MiB is refused by its size before it is read', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'opschain-runfile-'));
+    try {
+      const big = join(dir, 'big.yaml');
+      writeFileSync(big, `name: x\nsteps: {a: {run: "true"}}\n# ${'x'.repeat(RUN_FILE_MAX_BYTES)}\n`);
+      expect(() => runFileRead(big)).toThrow(/big.yaml: larger than 1024 KiB; a run file is refused above that size/);
+      const small = join(dir, 'small.yaml');
+      writeFileSync(small, 'name: x\nsteps: {a: {run: "true"}}\n');
+      expect(runFileRead(small)).toBe('name: x\nsteps: {a: {run: "true"}}\n');
+      expect(() => runFileRead(dir)).toThrow(/is a directory/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

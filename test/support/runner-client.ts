@@ -16,7 +16,7 @@ export class TestRunner {
   }
 
   async register(registrationToken: string, extra: Record<string, unknown> = {}): Promise<this> {
-    const r = await this.call('register', { registration_token: registrationToken, name: 'test-runner', ...extra }, { auth: false });
+    const r = await this.call('register', { registration_token: registrationToken, name: `test-runner-${Math.random().toString(36).slice(2, 10)}`, ...extra }, { auth: false });
     if (r.status !== 201) throw new Error(`register failed: ${r.status} ${JSON.stringify(r.body)}`);
     this.credential = r.body.credential;
     this.runnerId = r.body.runner_id;
