@@ -85,7 +85,8 @@ export function parseChaosArgs(argv: readonly string[]): ChaosArgs {
 
 const LEASE_TTL_MS = 20_000;
 const STALENESS_MS = 15_000;
-const BACKLOG = 1_500;
+/** Steps kept open while submitting: enough to keep every runner busy, few enough to drain after the storm. */
+const BACKLOG = 600;
 const started = Date.now();
 const log = (m: string) => process.stderr.write(`[chaos ${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${m}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -190,7 +191,7 @@ async function main(): Promise<number> {
         case 'store-refuse':
           return cluster.storeOutage('refuse', f.durationMs);
         case 'lost-reply':
-          if (!(await cluster.loseReply(f.target, f.path!))) log(`no ${f.path} call reached replica ${f.target} in 30 s: nothing lost`);
+          if (!(await cluster.loseReply(f.target, f.path!, 60_000))) log(`no ${f.path === 'ack' ? 'ack or renew' : f.path} call reached replica ${f.target} in 60 s: nothing lost`);
           return;
         case 'platform-halt':
           return cluster.halt(f.durationMs);
