@@ -35,6 +35,8 @@ describe('fleet store', () => {
     expect(d1).toEqual({ kind: 'runner', targets: ['r-a'], drained: true, changed: true });
     expect((await fleetDrainSet(pool, { runner: 'r-a', drained: true, actor: 'test' })).changed).toBe(false);
     expect((await fleetRead(pool))[0]).toMatchObject({ drained: true, runnerDrained: true, drainReason: 'kernel' });
+    await expect(fleetDrainSet(pool, { group: 'edge', drained: true, actor: 'test' })).rejects.toThrow(/no runner group named edge/);
+    await groupSet(pool, { name: 'edge' });
     const g = await fleetDrainSet(pool, { group: 'edge', drained: true, reason: 'moving racks', actor: 'test' });
     expect(g).toEqual({ kind: 'group', targets: ['edge'], drained: true, changed: true });
     expect((await fleetDrainSet(pool, { group: 'edge', drained: true, actor: 'test' })).changed).toBe(false);
