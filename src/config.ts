@@ -16,6 +16,7 @@ export interface ServerConfig {
   pollWindowMs: number;
   replicaRetentionMs: number;
   schedulerDoneRetentionDays: number;
+  runsRetentionDays: number;
   acceptExceeding: boolean;
   replicaId?: string;
   /** The most log a step attempt keeps; output past it is dropped behind one truncation line. */
@@ -45,6 +46,7 @@ export const CONFIG_KEYS: KeySpec[] = [
   { path: 'lease_ttl', env: 'OPSCHAIN_LEASE_TTL', kind: 'duration', field: 'leaseTtlMs', default: 180_000, doc: 'lost-runner fencing window, counted from the last delivery, ack or renewal' },
   { path: 'poll_window', env: 'OPSCHAIN_POLL_WINDOW', kind: 'duration', field: 'pollWindowMs', default: 50_000, doc: 'how long a runner acquire parks before answering empty' },
   { path: 'replica_retention', env: 'OPSCHAIN_REPLICA_RETENTION', kind: 'duration', field: 'replicaRetentionMs', default: 86_400_000, doc: 'how long a dead replica row stays visible before the leader reaps it' },
+  { path: 'retention.runs_days', env: 'OPSCHAIN_RETENTION_RUNS_DAYS', kind: 'int', field: 'runsRetentionDays', default: 30, doc: 'finished runs, their steps and logs older than this are pruned by the leader, in small batches' },
   { path: 'retention.scheduler_done_days', env: 'OPSCHAIN_RETENTION_SCHEDULER_DONE_DAYS', kind: 'int', field: 'schedulerDoneRetentionDays', default: 7, doc: 'age-out of enqueue-idempotency bookkeeping; keep far beyond the lease TTL' },
   { path: 'dispatch.accept_exceeding', env: 'OPSCHAIN_ACCEPT_EXCEEDING', kind: 'bool', field: 'acceptExceeding', default: true, doc: 'let the most capable idle runner take a step larger than every max_load' },
   { path: 'replica_id', env: 'OPSCHAIN_REPLICA_ID', kind: 'string', field: 'replicaId', doc: 'override the replica id (default hostname-<random> per boot)' },

@@ -7,6 +7,7 @@ import { expireOnce } from './dispatch/lifecycle.js';
 import { dispatchFeature } from './dispatch/feature.js';
 import { postureExpiryPass } from './dispatch/postures.js';
 import { orchestratorHooks } from './orchestrator/progress.js';
+import { historyRetentionPass } from './orchestrator/retention.js';
 import type { Feature, ServerContext } from './server.js';
 import { launchFeature } from './triggers/feature.js';
 
@@ -19,7 +20,7 @@ export function serverFeatures(): Feature[] {
   // before the loops that read the ownership it installs on the context.
   return [
     metricsApi(),
-    coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep, postureExpiryPass] }),
+    coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep, postureExpiryPass, historyRetentionPass] }),
     opsApi(),
     adminQueueApi(),
     dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),

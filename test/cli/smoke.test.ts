@@ -31,6 +31,10 @@ describe('the opschain binary', () => {
     const out = JSON.parse(r.stdout);
     expect(out.pending).toBe(0);
     expect(out.migrations[0]).toMatchObject({ id: 1, name: '0001_foundation', applied: true });
+    // Table sizes, largest first, for judging the history retention.
+    const runs = out.tables.find((t: { table: string }) => t.table === 'runs');
+    expect(runs).toMatchObject({ table: 'runs', rows: expect.any(Number), bytes: expect.any(Number) });
+    expect(runs.bytes).toBeGreaterThan(0);
   });
 
   it('a verb with no store anywhere says how to get one, exit 2', async () => {

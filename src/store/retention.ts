@@ -1,0 +1,45 @@
+import type { Pool, PoolClient } from './pool.js';
+
+type Db = Pool | PoolClient;
+
+export interface HistoryPruned { runs: number; steps: number; logs: number }
+
+/**
+ * Deletes one batch of finished history: up to `limit` runs that finished more than
+ * `retentionDays` ago by the store's clock, oldest first, with their steps and logs. A run still
+ * running (no finished_at, status running) or with anything on the queue or under a lease is
+ * never touched; rows another pruner holds are skipped.
+ */
+export async function runHistoryPrune(client: PoolClient, p: { retentionDays: number; limit: number }): Promise<HistoryPruned> {
+  const { rows: doomed } = await client.query(
+    `SELECT id FROM runs r
+      WHERE r.finished_at IS NOT NULL AND r.status <> 'running'
+        AND r.finished_at < now() - $1 * interval '1 day'
+        AND NOT EXISTS (SELECT 1 FROM queue_ready q WHERE q.run_id = r.id)
+        AND NOT EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.run_id = r.id)
+      ORDER BY r.finished_at, r.id
+      LIMIT $2 FOR UPDATE SKIP LOCKED`,
+    [p.retentionDays, p.limit],
+  );
+  const ids = doomed.map((r) => Number(r.id));
+  if (ids.length === 0) return { runs: 0, steps: 0, logs: 0 };
+  const logs = await client.query(`DELETE FROM step_logs l USING steps s WHERE l.step_id = s.id AND s.run_id = ANY($1::bigint[])`, [ids]);
+  const steps = await client.query(`DELETE FROM steps WHERE run_id = ANY($1::bigint[])`, [ids]);
+  const runs = await client.query(`DELETE FROM runs WHERE id = ANY($1::bigint[])`, [ids]);
+  return { runs: runs.rowCount ?? 0, steps: steps.rowCount ?? 0, logs: logs.rowCount ?? 0 };
+}
+
+export interface TableSize { table: string; rows: number; bytes: number }
+
+/** Every table of the store's schema with its estimated live rows and total size on disk (with indexes and TOAST), largest first. */
+export async function storeTableSizes(db: Db): Promise<TableSize[]> {
+  const { rows } = await db.query(
+    `SELECT c.relname AS table, coalesce(s.n_live_tup, 0) AS rows, pg_total_relation_size(c.oid) AS bytes
+       FROM pg_class c
+       JOIN pg_namespace n ON n.oid = c.relnamespace
+       LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+      WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema()
+      ORDER BY pg_total_relation_size(c.oid) DESC, c.relname`,
+  );
+  return rows.map((r) => ({ table: r.table, rows: Number(r.rows), bytes: Number(r.bytes) }));
+}
