@@ -1,9 +1,9 @@
 import { Flags } from '@oclif/core';
-import Table from 'cli-table3';
-import { auditView, type AuditView } from '../../src/cli/audit.js';
-import { BaseCommand } from '../../src/cli/base.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { table } from '../../src/cli/render.js';
+import type { OpsOutput } from '../../src/ops/index.js';
 
-export default class AdminAudit extends BaseCommand<typeof AdminAudit> {
+export default class AdminAudit extends OpsCommand<typeof AdminAudit> {
   static override description =
     'Every lever pulled (drains, postures, replica quiesce), every token and policy change (pools, projects, groups, placement, templates, triggers) and every run submitted, retried or cancelled: who (token name or OS user), when, from where and why. Newest first.';
   static override enableJsonFlag = true;
@@ -15,14 +15,14 @@ export default class AdminAudit extends BaseCommand<typeof AdminAudit> {
   };
   static override summary = 'Who pulled which lever, when and why';
 
-  async run(): Promise<AuditView> {
-    const view = await auditView(await this.store(), { since: this.flags.since, actor: this.flags.actor, limit: this.flags.limit });
+  async run(): Promise<OpsOutput<'adminAudit'>> {
+    const view = await (await this.ops()).adminAudit({ since: this.flags.since, actor: this.flags.actor, limit: this.flags.limit });
     if (!this.jsonEnabled()) {
       if (view.entries.length === 0) this.log('no audit entries');
       else {
-        const table = new Table({ head: ['at', 'actor', 'action', 'target', 'reason', 'from'] });
-        for (const e of view.entries) table.push([e.at, e.actor, e.action, e.target ?? '', e.reason ?? '', e.source ?? '']);
-        this.log(table.toString());
+        const t = table(['at', 'actor', 'action', 'target', 'reason', 'from']);
+        for (const e of view.entries) t.push([e.at, e.actor, e.action, e.target ?? '', e.reason ?? '', e.source ?? '']);
+        this.log(t.toString());
         if (view.more) this.log(`(the newest ${view.limit}; narrow with --since or --actor, or raise --limit)`);
       }
     }

@@ -1,6 +1,7 @@
 import { INT4, SAFE_TEXT_PATTERN } from '../core/bounds.js';
 import type { Scope } from '../core/tokens.js';
 import { RUN_STATUSES } from '../store/runs.js';
+import { adminAudit } from './audit.js';
 import { fleetDrain, fleetDrainHeld, fleetDrainPreview, fleetQueue, fleetUndrain } from './fleet.js';
 import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './levers.js';
 import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './policy.js';
@@ -41,6 +42,7 @@ export const DOMAIN = {
   replicaQuiesce,
   replicaResume,
   adminStatus,
+  adminAudit,
   tokensCreate,
   tokensList,
   tokensRevoke,
@@ -150,6 +152,7 @@ export const VERBS: Record<Verb, VerbSpec> = {
   platformResume: { method: 'POST', path: '/api/admin/platform/resume', scope: 'admin', fields: posture },
   replicaQuiesce: { method: 'POST', path: '/api/admin/replicas/:id/quiesce', scope: 'levers', fields: { id: text() }, required: ['id'] },
   replicaResume: { method: 'POST', path: '/api/admin/replicas/:id/resume', scope: 'levers', fields: { id: text() }, required: ['id'] },
+  adminAudit: { method: 'GET', path: '/api/admin/audit', scope: 'admin', fields: { since: text(64), actor: text(200), limit: { type: 'integer', minimum: 1, maximum: 10_000 } } },
   adminStatus: { method: 'GET', path: '/api/admin/status', scope: 'read', fields: {} },
   tokensCreate: {
     method: 'POST',

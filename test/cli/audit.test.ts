@@ -1,11 +1,15 @@
-import { describe, expect, it } from 'vitest';
-import { runCli } from '../support/cli.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { opsApi } from '../../src/api/ops-routes.js';
+import type { ServerHandle } from '../../src/server.js';
+import { tokenCreate } from '../../src/store/tokens.js';
+import { runInProcess } from '../support/inproc.js';
+import { startTestServer } from '../support/server.js';
 import { useTestDatabase } from '../support/db.js';
 import { insertRunner } from '../support/fleet.js';
 
 describe('admin audit', () => {
   const db = useTestDatabase();
-  const cli = (...args: string[]) => runCli([...args, '--database-url', db.current.url]);
+  const cli = (...args: string[]) => runInProcess([...args, '--database-url', db.current.url]);
   const json = async (...args: string[]) => {
     const r = await cli(...args, '--json');
     expect(r.code, r.stdout + r.stderr).toBe(0);
@@ -51,5 +55,34 @@ describe('admin audit', () => {
     expect(r.code).toBe(2);
     expect(JSON.parse(r.stdout).error.message).toMatch(/^--since: expected a span back from now/);
     expect((await cli('admin', 'audit', '--actor', ' ')).code).toBe(2);
+  });
+
+  describe('over HTTP', () => {
+    let server: ServerHandle;
+    let levers: string;
+    let admin: string;
+    beforeAll(async () => {
+      server = await startTestServer(db.current.url, { features: [opsApi()] });
+      levers = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ci-deploy', scope: 'levers' })).secret;
+      admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'auditor', scope: 'admin' })).secret;
+    });
+    afterAll(async () => server?.stop());
+    const remote = (token: string, ...args: string[]) => runInProcess([...args, '--server', server.url, '--token', token, '--json']);
+
+    it('records the token as the actor of a lever pulled remotely, and lists it to an admin token only', async () => {
+      await json('admin', 'server', 'resume'); // the first test left the fleet quiesced
+      const pulled = await remote(levers, 'admin', 'server', 'quiesce', '--reason', 'deploy 4.3', '--until', '1h');
+      expect(pulled.code, pulled.stdout).toBe(0);
+      const denied = await remote(levers, 'admin', 'audit');
+      expect(denied.code).not.toBe(0);
+      expect(JSON.parse(denied.stdout).error.code).toBe('scope_lacking');
+      const view = JSON.parse((await remote(admin, 'admin', 'audit', '--actor', 'ci-deploy', '--since', '10m')).stdout);
+      expect(view.entries).toHaveLength(2); // and the row the first test wrote
+      expect(view.entries[0]).toMatchObject({ action: 'server.quiesce', target: 'fleet', reason: 'deploy 4.3', actor: expect.stringMatching(/^token:ci-deploy/), detail: { posture: 'quiesced' } });
+      // The same row, read straight from the store.
+      const local = await json('admin', 'audit', '--actor', 'ci-deploy');
+      expect(local.entries).toEqual(view.entries);
+      expect(JSON.parse((await remote(admin, 'admin', 'audit', '--since', 'yesterday')).stdout).error.code).toBe('invalid_input');
+    });
   });
 });

@@ -99,6 +99,9 @@ describe('every verb, through the store and through the HTTP API, answers the sa
     { args: ['runs', 'submit', hello, '--set', 'project=acme', '--json'] },
     { args: ['fleet', 'queue', '--json'] },
     { args: ['fleet', 'undrain', 'r-1', '--json'] },
+    { args: ['fleet', 'drain', 'r-1', '--dry-run', '--json'] },
+    { args: ['fleet', 'drain', 'builder', '--wait', '--timeout', '5s', '--json'], vary: ['waitedMs'] },
+    { args: ['fleet', 'undrain', 'r-1', '--json'] },
     { args: ['runs', 'show', '1', '--json'] },
     {
       args: ['runs', 'logs', '1', '--json'],
@@ -136,6 +139,9 @@ describe('every verb, through the store and through the HTTP API, answers the sa
     { args: ['tokens', 'list', '--json'] },
     { args: (side) => ['tokens', 'revoke', tokenIds[side], '--json'], setup: async (pool, side) => void (tokenIds[side] = (await tokenCreate(pool, { kind: 'admin', name: 'old', scope: 'read' })).token.id) },
     { args: ['tokens', 'revoke', 'tok_000000000000', '--json'], code: 3 },
+    { args: ['admin', 'audit', '--limit', '4', '--json'], vary: ['source', 'id'] },
+    { args: ['admin', 'audit', '--since', '1h', '--actor', 'nobody-at-all', '--json'] },
+    { args: ['admin', 'audit', '--since', 'soon', '--json'], code: 2 },
   ];
 
   it.each(rows.map((r) => [(typeof r.args === 'function' ? r.args('store') : r.args).join(' '), r] as const))('%s', async (_name, row) => {
