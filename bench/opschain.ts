@@ -11,6 +11,7 @@ import { tokenCreate } from '../src/store/tokens.js';
 import type { BenchArgs, ScenarioName, Sizes } from './args.js';
 import type { Baseline } from './baseline.js';
 import { consoleFigures } from './console.js';
+import { triggerFigures } from './triggers.js';
 import { floorDrain, type FloorResult } from './floor.js';
 import { prequeue, readyCount } from './prequeue.js';
 import { checkpoint, costDelta, costSnapshot, costSum, topStatements, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
@@ -278,6 +279,8 @@ export class OpschainBench {
         return this.storeCostFigures();
       case 'console':
         return consoleFigures(this.env);
+      case 'triggers':
+        return triggerFigures(this.env, (label, replicas) => this.deploy(label, replicas));
     }
   }
 
