@@ -195,12 +195,12 @@ export function costDelta(before: CostSnapshot, after: CostSnapshot): CostDelta 
 export interface TopStatement { query: string; calls: number; totalMs: number; meanMs: number; rows: number }
 
 /** The statements that cost the database most, for the profile section of the report. */
-export async function topStatements(pg: BenchPostgres, database: string, limit = 10): Promise<TopStatement[]> {
+export async function topStatements(pg: BenchPostgres, database: string, limit = 10, by: 'time' | 'calls' = 'time'): Promise<TopStatement[]> {
   if (!pg.statements) return [];
   const { rows } = await pg.admin.query(
     `SELECT s.query, s.calls::float8 AS calls, s.total_exec_time::float8 AS total, s.mean_exec_time::float8 AS mean, s.rows::float8 AS rows
        FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-      WHERE d.datname = $1 ORDER BY s.total_exec_time DESC LIMIT $2`,
+      WHERE d.datname = $1 ORDER BY ${by === 'calls' ? 's.calls' : 's.total_exec_time'} DESC LIMIT $2`,
     [database, limit],
   );
   return rows.map((r) => ({ query: String(r.query).replace(/\s+/g, ' ').slice(0, 240), calls: r.calls, totalMs: r.total, meanMs: r.mean, rows: r.rows }));

@@ -115,7 +115,7 @@ export class SimFleet {
         const sent = performance.now();
         let res;
         try {
-          res = await this.call(r, '/api/runner/acquire', { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, ...(this.opts.ackOnDelivery === false ? {} : { ack_on_delivery: true }) }, waitMs + 30_000);
+          res = await this.call(r, '/api/runner/acquire', { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, ...(this.opts.ackOnDelivery === false ? {} : { ack_on_delivery: true, fresh: true }) }, waitMs + 30_000);
         } finally {
           counters.parked--;
         }

@@ -132,7 +132,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
     // The credential is checked before the body is read: anonymous callers get 401 and nothing else.
     scoped.addHook('onRequest', auth);
 
-    scoped.post<{ Body: { request_id: string; max_offers?: number; wait_ms?: number; only_run_id?: number | null; ack_on_delivery?: boolean } }>(
+    scoped.post<{ Body: { request_id: string; max_offers?: number; wait_ms?: number; only_run_id?: number | null; ack_on_delivery?: boolean; fresh?: boolean } }>(
       '/api/runner/acquire',
       {
         bodyLimit: BODY_LIMIT.small,
@@ -144,6 +144,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
               wait_ms: int4({ min: 0 }),
               only_run_id: { anyOf: [int8(), { type: 'null' }] },
               ack_on_delivery: { type: 'boolean' },
+              fresh: { type: 'boolean' },
             },
             ['request_id'],
           ),
@@ -170,6 +171,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
             waitMs: Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs),
             onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
             ackOnDelivery: req.body.ack_on_delivery === true,
+            fresh: req.body.fresh === true,
             signal: ctl.signal,
             holdEmpty,
           });

@@ -12,6 +12,8 @@ export interface AcquireRequest {
   onlyRunId: number | null;
   /** Deliver the offers acked (the runner makes no ack call); see docs/runner-protocol.md. */
   ackOnDelivery?: boolean;
+  /** The runner says this is the first send of this request id: nothing to replay. */
+  fresh?: boolean;
   /** Aborted when the caller goes away. */
   signal?: AbortSignal;
   /** This replica is out of the membership (quiesced): hold the poll and answer it empty. */
@@ -24,7 +26,7 @@ export interface AcquireRequest {
  * parks until a dispatch tick hands it offers or the window ends.
  */
 export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<Offer[]> {
-  const replay = await leaseByRequest(deps.pool, { runnerId: req.runner.id, requestId: req.requestId });
+  const replay = req.fresh ? [] : await leaseByRequest(deps.pool, { runnerId: req.runner.id, requestId: req.requestId });
   if (replay.length > 0) {
     const details = await offerDetails(deps.pool, replay.map((l) => l.stepId));
     return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs, deps.defaultStepTimeoutMs));

@@ -4,7 +4,7 @@ import { leaseRevokeRun } from '../store/lease-revoke.js';
 import { stepLogSystem } from '../store/logs.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { queueRemoveRun } from '../store/queue.js';
-import { runFinish, runGet, runLock, runPinRemove, stepsCloseWaiting, type RunStatus } from '../store/runs.js';
+import { runFinish, runGet, runLock, stepsCloseWaiting, type RunStatus } from '../store/runs.js';
 
 export interface RunCancelled {
   id: number;
@@ -42,7 +42,6 @@ export async function runCancel(pool: Pool, runId: number, opts: { actor: string
     await queueRemoveRun(client, runId);
     for (const s of steps) if (s.wasRunning) await stepLogSystem(client, { stepId: s.id, attempt: s.attempt, text: `${cause}; the runner was told to stop` });
     await runFinish(client, { runId, status: 'cancelled', cause });
-    await runPinRemove(client, runId);
     await auditRecord(client, { actor: opts.actor, action: 'runs.cancel', target: `run:${runId}`, source: opts.source, detail: { steps: steps.map((s) => s.name), revoked: revoked.length } });
     return { id: runId, status: 'cancelled', cancelled: true, steps: steps.map((s) => s.name), revoked: revoked.length };
   });

@@ -8,7 +8,6 @@ import {
   runGet,
   runnerName,
   runOpenRecount,
-  runPinRemove,
   runProgress,
   runsCloseSteps,
   stepFinish,
@@ -48,7 +47,6 @@ export async function runRollUp(client: PoolClient, run: RunRow): Promise<RunRow
     cause = f.cause ? `step ${f.name} failed: ${f.cause}` : `step ${f.name} failed${f.exitCode !== null ? ` with exit code ${f.exitCode}` : ''}`;
   } else if (p.counts.cancelled > 0) status = 'cancelled';
   await runFinish(client, { runId: run.id, status, cause });
-  await runPinRemove(client, run.id);
   return status;
 }
 

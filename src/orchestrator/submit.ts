@@ -2,7 +2,7 @@ import { classify } from '../core/classify.js';
 import { shardOf } from '../core/fnv.js';
 import { classificationInputs, type ClassificationInputs } from '../store/classification.js';
 import type { Pool, PoolClient } from '../store/pool.js';
-import { runIdsNext, runsInsertQueued, type RunToQueue } from '../store/runs.js';
+import { runsInsertQueued, type RunToQueue } from '../store/runs.js';
 import type { LoadedRunFile } from './runfile.js';
 
 export interface RunSubmitted {
@@ -34,8 +34,11 @@ export async function runSubmitIn(client: PoolClient, file: LoadedRunFile, opts:
  */
 export async function runSubmitMany(pool: Pool | PoolClient, files: LoadedRunFile[], opts: { actor: string; source?: string }): Promise<RunSubmitted[]> {
   if (files.length === 0) return [];
-  const ids = await runIdsNext(pool, files.length);
-  const inputs = new Map<string, Promise<ClassificationInputs>>();
+  // The first run's project and target are read with the run ids, in one round trip.
+  const head = files[0].definition;
+  const first = await classificationInputs(pool, { project: head.project, target: head.target, runIds: files.length });
+  const ids = first.runIds;
+  const inputs = new Map<string, Promise<ClassificationInputs>>([[JSON.stringify([head.project, head.target]), Promise.resolve(first)]]);
   const inputsFor = (project: string, target: string | null) => {
     const key = JSON.stringify([project, target]);
     if (!inputs.has(key)) inputs.set(key, classificationInputs(pool, { project, target }));

@@ -109,7 +109,7 @@ export class RunnerAgent {
   private asked = 0;
   private refusals = 0;
   private onceDone = false;
-  /** Ask for offers acked on delivery, until a server refuses the field (one that predates it). */
+  /** Ask for offers acked on delivery (and say which sends are fresh), until a server refuses the fields (one that predates them). */
   private ackOnDelivery = true;
   /** Aborted when the run-scoped run this runner was executing ends: its restricted polls are moot. */
   private scopedPolls = new AbortController();
@@ -198,7 +198,7 @@ export class RunnerAgent {
       const signal = onlyRunId === null ? this.pollAbort.signal : AbortSignal.any([this.pollAbort.signal, this.scopedPolls.signal]);
       // One id per logical request: the client's retries reuse it, so a lost answer is not lost work.
       offers = await this.client.acquire(
-        { request_id: randomUUID(), max_offers: slots, wait_ms: this.pollWaitMs, ...(onlyRunId === null ? {} : { only_run_id: onlyRunId }), ...(this.ackOnDelivery ? { ack_on_delivery: true } : {}) },
+        { request_id: randomUUID(), max_offers: slots, wait_ms: this.pollWaitMs, ...(onlyRunId === null ? {} : { only_run_id: onlyRunId }), ...(this.ackOnDelivery ? { ack_on_delivery: true, fresh: true } : {}) },
         signal,
       );
       this.refusals = 0;
@@ -211,7 +211,7 @@ export class RunnerAgent {
         this.pollWaitMs = undefined;
         return;
       }
-      if (err instanceof ProtocolError && err.status === 400 && this.ackOnDelivery && /ack_on_delivery|additional propert/.test(err.message)) {
+      if (err instanceof ProtocolError && err.status === 400 && this.ackOnDelivery && /ack_on_delivery|fresh|additional propert/.test(err.message)) {
         this.log.warn({ err: err.message }, 'server predates acked delivery; acking each offer');
         this.ackOnDelivery = false;
         return;

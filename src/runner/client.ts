@@ -58,6 +58,8 @@ interface CallOptions {
   signal?: AbortSignal;
   /** Give up (ProtocolError) after this many 500 answers in a row: the request itself breaks the server. */
   max500s?: number;
+  /** The body of every send after the first (a retry), when it differs. */
+  retryBody?: unknown;
 }
 
 /** A log batch answered 500 this many times is refused for good: the batch is dropped, the step goes on. */
@@ -121,7 +123,9 @@ export class RunnerClient {
    */
   async acquire(req: AcquireRequest, signal?: AbortSignal): Promise<Offer[]> {
     const wait = req.wait_ms ?? 50_000;
-    const r = await this.call('acquire', req, { auth: true, timeoutMs: wait + this.timeoutMs, signal });
+    // `fresh` says no earlier send of this request id can have been answered; a retry leaves it out.
+    const { fresh: _fresh, ...retry } = req;
+    const r = await this.call('acquire', req, { auth: true, timeoutMs: wait + this.timeoutMs, signal, retryBody: req.fresh ? retry : undefined });
     if (r.status === 204 || !r.body) return [];
     return Array.isArray(r.body.offers) ? (r.body.offers as Offer[]) : [];
   }
@@ -164,8 +168,10 @@ export class RunnerClient {
   private async call(path: string, body: unknown, opts: CallOptions): Promise<CallResult> {
     let failures = 0;
     let fiveHundreds = 0;
-    const payload = JSON.stringify(body);
+    const first = JSON.stringify(body);
+    const again = opts.retryBody === undefined ? first : JSON.stringify(opts.retryBody);
     for (;;) {
+      const payload = failures === 0 ? first : again;
       if (opts.signal?.aborted) throw new CallAbortedError(path);
       const server = this.server;
       const url = `${server}/api/runner/${path}`;

@@ -32,6 +32,8 @@ export interface AcquireRequest {
   only_run_id?: number | null;
   /** Ask for the offers acked on delivery (no ack call); a server that predates it answers 400. */
   ack_on_delivery?: boolean;
+  /** First send of this request id (the client drops it on retries): the server skips its replay lookup. */
+  fresh?: boolean;
 }
 
 /** One offer on the wire: the server's own definition, so the two sides cannot drift apart. */

@@ -99,12 +99,6 @@ export interface RunToQueue {
   audit: { actor: string; action: string; target: string; source: string | null; detail: Record<string, unknown> };
 }
 
-/** Run ids taken ahead of the insert (a run's shard, and so its queue rows, depend on its id). */
-export async function runIdsNext(db: Db, n: number): Promise<number[]> {
-  const { rows } = await db.query(`SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id FROM generate_series(1, $1)`, [n]);
-  return rows.map((r) => Number(r.id));
-}
-
 /**
  * Inserts runs, their steps, the queue rows of their root steps (ready as attempt 1) and their
  * audit rows, and wakes the dispatchers, in one statement: one round trip, atomic by itself, for
@@ -469,14 +463,15 @@ export async function runProgress(client: PoolClient, runId: number): Promise<Ru
   return { open, counts, firstSystemError, firstFailed };
 }
 
-/** Final status, cause (kept when one was already recorded) and finish time. */
+/** Final status, cause (kept when one was already recorded) and finish time; the run's pin goes with it. */
 export async function runFinish(client: PoolClient, p: { runId: number; status: Exclude<RunStatus, 'running'>; cause: string | null }): Promise<void> {
   // A run started from a template wakes the launch loop: launches waiting on its cap go at once.
   await client.query(
     `WITH done AS (
        UPDATE runs SET status = $2, cause = coalesce(cause, $3), finished_at = now(),
               open_steps = (SELECT count(*) FROM steps WHERE run_id = $1 AND status IN ('pending', 'ready', 'running'))
-        WHERE id = $1 RETURNING template_name)
+        WHERE id = $1 RETURNING template_name),
+          unpinned AS (DELETE FROM scheduler_run_pins WHERE run_id = $1)
      SELECT pg_notify('opschain_triggers', 'run:' || template_name) FROM done WHERE template_name IS NOT NULL`,
     [p.runId, p.status, p.cause],
   );
@@ -495,11 +490,6 @@ export async function runReopen(client: PoolClient, runId: number): Promise<void
       WHERE id = $1`,
     [runId],
   );
-}
-
-/** The run's pin goes when the run finalises; it is never re-pointed. */
-export async function runPinRemove(client: PoolClient, runId: number): Promise<void> {
-  await client.query(`DELETE FROM scheduler_run_pins WHERE run_id = $1`, [runId]);
 }
 
 /**

@@ -154,7 +154,8 @@ describe('group commit', () => {
         // The counters agree with the steps.
         for (const r of togetherState.runs) if (r.status === 'running') expect(r.counted).toBe(r.open);
       }),
-      { numRuns: 25 },
+      { numRuns: 20 },
     );
-  });
+    // Each case builds its state twice against the real store: give a loaded machine room.
+  }, 240_000);
 });

@@ -41,6 +41,19 @@ describe('runner protocol client', () => {
     expect(calls[0].auth).toBe('Bearer ocrnr_x');
   });
 
+  it('a fresh acquire says so on its first send only: the retry asks the server to look for the answer it lost', async () => {
+    const a = await api();
+    a.offer({ step_id: 9 });
+    a.failNext('acquire', 'drop-after');
+    const client = new RunnerClient({ servers: [a.url], credential: 'ocrnr_x', log, backoff: fast });
+    const offers = await client.acquire({ request_id: 'req-2', max_offers: 1, wait_ms: 500, ack_on_delivery: true, fresh: true });
+    expect(offers.map((o) => o.step_id)).toEqual([9]);
+    expect(a.callsTo('acquire').map((c) => c.body)).toEqual([
+      { request_id: 'req-2', max_offers: 1, wait_ms: 500, ack_on_delivery: true, fresh: true },
+      { request_id: 'req-2', max_offers: 1, wait_ms: 500, ack_on_delivery: true },
+    ]);
+  });
+
   it('a log batch answered 500 again and again is refused for good, not retried for ever', async () => {
     const a = await api();
     a.failNext('logs', { status: 500, error: 'internal error' }, { status: 500, error: 'internal error' }, { status: 500, error: 'internal error' }, { status: 500, error: 'internal error' });
