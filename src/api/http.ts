@@ -51,7 +51,7 @@ export function createHttpServer(deps: HttpDeps): FastifyInstance {
     // `__proto__` and `constructor.prototype` in a JSON body are refused (400), never merged.
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
-    maxParamLength: 200,
+    routerOptions: { maxParamLength: 200 },
   });
   const routes: RouteRecord[] = [];
   routeTables.set(app, routes);

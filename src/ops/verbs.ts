@@ -1,4 +1,4 @@
-import { INT4, SAFE_TEXT_PATTERN } from '../core/bounds.js';
+import { INT4, LOAD_MIN, SAFE_TEXT_PATTERN } from '../core/bounds.js';
 import type { Scope } from '../core/tokens.js';
 import { RUN_STATUSES } from '../store/runs.js';
 import { adminAudit } from './audit.js';
@@ -115,7 +115,7 @@ export const VERBS: Record<Verb, VerbSpec> = {
   poolsSet: { method: 'POST', path: '/api/pools/:name', scope: 'admin', fields: { name: text(), limit: { type: 'integer', minimum: 0, maximum: INT4.max } }, required: ['name', 'limit'] },
   poolsUnset: { method: 'DELETE', path: '/api/pools/:name', scope: 'admin', fields: { name: text() }, required: ['name'] },
   projectsList: { method: 'GET', path: '/api/projects', scope: 'read', fields: {} },
-  projectsSet: { method: 'POST', path: '/api/projects/:name', scope: 'admin', fields: { name: text(), weight: { type: 'number', exclusiveMinimum: 0, maximum: 1_000_000 } }, required: ['name', 'weight'] },
+  projectsSet: { method: 'POST', path: '/api/projects/:name', scope: 'admin', fields: { name: text(), weight: { type: 'number', minimum: LOAD_MIN, maximum: 1_000_000 } }, required: ['name', 'weight'] },
   groupsList: { method: 'GET', path: '/api/groups', scope: 'read', fields: {} },
   groupsSet: {
     method: 'POST',

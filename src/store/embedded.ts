@@ -1,6 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -26,6 +26,8 @@ export interface EmbeddedOptions {
   password?: string;
   /** Extra server settings passed as `-c name=value` (the benchmark loads pg_stat_statements this way). */
   settings?: Record<string, string>;
+  /** Append the server's own log (its stderr) to this file; the test harness reads errors from it. */
+  logFile?: string;
 }
 
 export class EmbeddedStoreError extends Error {}
@@ -154,7 +156,7 @@ async function initCluster(bin: Binaries, dataDir: string, password: string, ids
  * Spawns postgres in its own process group, so a Ctrl-C on the terminal reaches only the
  * server, which then shuts down in order and stops the database last.
  */
-function spawnPostgres(bin: Binaries, dataDir: string, port: number, ids: { uid?: number; gid?: number }, settings: Record<string, string> = {}): Promise<ChildProcess> {
+function spawnPostgres(bin: Binaries, dataDir: string, port: number, ids: { uid?: number; gid?: number }, settings: Record<string, string> = {}, logFile?: string): Promise<ChildProcess> {
   const extra = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
   return new Promise((resolveStart, reject) => {
     const child = spawn(
@@ -164,6 +166,7 @@ function spawnPostgres(bin: Binaries, dataDir: string, port: number, ids: { uid?
     );
     const tail: string[] = [];
     let ready = false;
+    if (logFile) child.stderr!.pipe(createWriteStream(logFile, { flags: 'a' }));
     child.stderr!.on('data', (d: Buffer) => {
       for (const line of d.toString().split('\n')) if (line.trim()) tail.push(line.trim());
       while (tail.length > 20) tail.shift();
@@ -207,7 +210,7 @@ export async function startEmbeddedStore(opts: EmbeddedOptions): Promise<Embedde
   let child: ChildProcess | undefined;
   for (let tries = 0; !child; tries++) {
     try {
-      child = await spawnPostgres(bin, dataDir, port, ids, opts.settings);
+      child = await spawnPostgres(bin, dataDir, port, ids, opts.settings, opts.logFile);
     } catch (err) {
       const msg = (err as Error).message;
       // Another process took the port between our probe and the bind: pick another.

@@ -12,6 +12,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     adminUrl: string;
     templateDb: string;
+    /** The embedded PostgreSQL's log (each line with database and SQLSTATE), or '' for an external server. */
+    pgLog: string;
   }
 }
 
@@ -20,9 +22,13 @@ export default async function setup(project: TestProject) {
   let embedded: EmbeddedStore | undefined;
   let dir: string | undefined;
   let adminUrl = process.env.OPSCHAIN_TEST_DATABASE_URL;
+  let pgLog = '';
   if (!adminUrl) {
     dir = mkdtempSync(join(tmpdir(), 'opschain-test-'));
-    embedded = await startEmbeddedStore({ home: dir, record: false });
+    pgLog = join(dir, 'pgdata', 'postgres.log');
+    // Every error logged with its database and SQLSTATE, so the fuzz tier can prove no request
+    // made the store raise a data (22) or syntax/access (42) error.
+    embedded = await startEmbeddedStore({ home: dir, record: false, logFile: pgLog, settings: { log_line_prefix: '%m [%p] db=%d sqlstate=%e ', lc_messages: 'C' } });
     adminUrl = embedded.url;
   }
   const templateDb = `opschain_tpl_${randomBytes(4).toString('hex')}`;
@@ -34,6 +40,7 @@ export default async function setup(project: TestProject) {
   await tpl.end();
   project.provide('adminUrl', adminUrl);
   project.provide('templateDb', templateDb);
+  project.provide('pgLog', pgLog);
   return async () => {
     try {
       const { rows } = await admin.query(`SELECT datname FROM pg_database WHERE datname LIKE $1 OR datname = $2`, [`${templateDb}_%`, templateDb]);
