@@ -117,9 +117,10 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
           protocolVersion: b.protocol_version ?? PROTOCOL_VERSION,
           credentialHash: hashSecret(credential),
           replicaId: deps.replicaId,
+          registrationTokenId: tok.id,
         });
       } catch (err) {
-        if (err instanceof RunnerNameTakenError) return reply.code(409).send({ error: err.message });
+        if (err instanceof RunnerNameTakenError) return sendError(reply, new Conflict(err.message, 'runner_name_taken'));
         throw err;
       }
       const { runner, retired } = registered;

@@ -1,4 +1,7 @@
-import { Invalid } from '../errors.js';
+import { Conflict, Invalid, NotFound } from '../errors.js';
+import { auditRecord } from '../store/audit.js';
+import { withTransaction } from '../store/pool.js';
+import { runnerFind, runnersRemove } from '../store/runners.js';
 import { drainHeld, drainPreview, type DrainPreview, type DrainTargetJson, type HeldLease } from '../dispatch/drain.js';
 import { fleetDrainSet, fleetQueueRead, type DrainResult } from '../store/fleet.js';
 import { buildFleetQueue, type FleetQueueView } from '../views/fleet-queue.js';
@@ -42,4 +45,21 @@ export async function fleetDrainPreview(ctx: OpsContext, p: { runner?: string; g
 export async function fleetDrainHeld(ctx: OpsContext, p: { runner?: string; group?: string }): Promise<{ target: DrainTargetJson; leases: HeldLease[] }> {
   drainTarget(p);
   return drainHeld(ctx.pool, { runner: p.runner, group: p.group });
+}
+
+/**
+ * `fleet runners remove RUNNER`: the runner leaves the registry and its credential is refused
+ * (`credential invalid`) on its next call to any replica; audited in the same transaction. Its
+ * leases still out end by the expiry sweep. Removing it again is NotFound: it is gone.
+ */
+export async function fleetRunnersRemove(ctx: OpsContext, p: { runner: string; reason?: string }): Promise<{ removed: Array<{ id: string; name: string }> }> {
+  if (typeof p.runner !== 'string' || !p.runner.trim()) throw new Invalid('RUNNER: expected a runner id or name');
+  return withTransaction(ctx.pool, async (client) => {
+    const found = await runnerFind(client, p.runner);
+    if (found.length === 0) throw new NotFound(`no runner with id or name ${p.runner}`);
+    if (found.length > 1) throw new Conflict(`${found.length} runners are named ${p.runner}: give the runner id (${found.map((r) => r.id).join(', ')})`, 'ambiguous');
+    const removed = await runnersRemove(client, { ids: [found[0].id] });
+    await auditRecord(client, { actor: ctx.actor, action: 'runner.remove', target: found[0].id, source: ctx.source, detail: { name: found[0].name, reason: p.reason ?? null } });
+    return { removed };
+  });
 }

@@ -3,6 +3,7 @@ import { SCOPES, type Scope } from '../core/tokens.js';
 import { Invalid, NotFound } from '../errors.js';
 import { auditRecord } from '../store/audit.js';
 import { withTransaction } from '../store/pool.js';
+import { runnersRemove } from '../store/runners.js';
 import { tokenCreate, tokenList, tokenRevoke, type TokenRow } from '../store/tokens.js';
 import type { OpsContext } from './context.js';
 
@@ -36,13 +37,19 @@ export async function tokensList(ctx: OpsContext): Promise<{ tokens: TokenRow[] 
   return { tokens: await tokenList(ctx.pool) };
 }
 
-/** `tokens revoke ID`: idempotent; the token and its audit row commit together. */
-export async function tokensRevoke(ctx: OpsContext, p: { id: string }): Promise<{ id: string; revokedAt: Date }> {
+/**
+ * `tokens revoke ID [--runners]`: idempotent; every replica refuses the token from its next use.
+ * With `runners`, the runners that registered with this registration token are removed too, their
+ * credentials refused from their next call. The token, the runners and the audit row commit together.
+ */
+export async function tokensRevoke(ctx: OpsContext, p: { id: string; runners?: boolean }): Promise<{ id: string; revokedAt: Date; runnersRemoved?: Array<{ id: string; name: string }> }> {
   if (typeof p.id !== 'string' || !/^tok_[0-9a-f]{1,64}$/.test(p.id)) throw new Invalid(`token id ${JSON.stringify(p.id)}: expected tok_ and hex digits (see opschain tokens list)`);
   return withTransaction(ctx.pool, async (client) => {
     const token = await tokenRevoke(client, p.id);
     if (!token) throw new NotFound(`no token with id ${p.id}`);
-    await auditRecord(client, { actor: ctx.actor, action: 'tokens.revoke', target: token.id, source: ctx.source });
-    return { id: token.id, revokedAt: token.revokedAt! };
+    if (p.runners && token.kind !== 'registration') throw new Invalid(`--runners: ${token.id} is an API token; only a registration token has runners`);
+    const removed = p.runners ? await runnersRemove(client, { registrationTokenId: token.id }) : undefined;
+    await auditRecord(client, { actor: ctx.actor, action: 'tokens.revoke', target: token.id, source: ctx.source, detail: removed ? { runners: removed.map((r) => r.id) } : {} });
+    return { id: token.id, revokedAt: token.revokedAt!, ...(removed ? { runnersRemoved: removed } : {}) };
   });
 }

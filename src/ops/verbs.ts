@@ -2,7 +2,7 @@ import { INT4, LOAD_MIN, SAFE_TEXT_PATTERN } from '../core/bounds.js';
 import type { Scope } from '../core/tokens.js';
 import { RUN_STATUSES } from '../store/runs.js';
 import { adminAudit } from './audit.js';
-import { fleetDrain, fleetDrainHeld, fleetDrainPreview, fleetQueue, fleetUndrain } from './fleet.js';
+import { fleetDrain, fleetDrainHeld, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './fleet.js';
 import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './levers.js';
 import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './policy.js';
 import { runsCancel, runsList, runsLogs, runsRetry, runsShow, runsSubmit } from './runs.js';
@@ -23,6 +23,7 @@ export const DOMAIN = {
   fleetUndrain,
   fleetDrainPreview,
   fleetDrainHeld,
+  fleetRunnersRemove,
   fleetQueue,
   poolsList,
   poolsSet,
@@ -110,6 +111,7 @@ export const VERBS: Record<Verb, VerbSpec> = {
   fleetUndrain: { method: 'POST', path: '/api/fleet/undrain', scope: 'levers', fields: drain },
   fleetDrainPreview: { method: 'GET', path: '/api/fleet/drain/preview', scope: 'read', fields: { runner: text(), group: text() } },
   fleetDrainHeld: { method: 'GET', path: '/api/fleet/drain/held', scope: 'read', fields: { runner: text(), group: text() } },
+  fleetRunnersRemove: { method: 'POST', path: '/api/fleet/runners/:runner/remove', scope: 'admin', fields: { runner: text(), reason }, required: ['runner'] },
   fleetQueue: { method: 'GET', path: '/api/fleet/queue', scope: 'read', fields: { limit: { type: 'integer', minimum: 1, maximum: 99_999 }, acceptExceeding: { type: 'boolean' } } },
   poolsList: { method: 'GET', path: '/api/pools', scope: 'read', fields: {} },
   poolsSet: { method: 'POST', path: '/api/pools/:name', scope: 'admin', fields: { name: text(), limit: { type: 'integer', minimum: 0, maximum: INT4.max } }, required: ['name', 'limit'] },
@@ -162,7 +164,7 @@ export const VERBS: Record<Verb, VerbSpec> = {
     required: ['kind', 'name'],
   },
   tokensList: { method: 'GET', path: '/api/tokens', scope: 'admin', fields: {} },
-  tokensRevoke: { method: 'POST', path: '/api/tokens/:id/revoke', scope: 'admin', fields: { id: text(80) }, required: ['id'] },
+  tokensRevoke: { method: 'POST', path: '/api/tokens/:id/revoke', scope: 'admin', fields: { id: text(80), runners: { type: 'boolean' } }, required: ['id'] },
 };
 
 /** The `:name` fields of a path. */

@@ -38,13 +38,15 @@ export const mapRunner = (r: any): RunnerRow => ({
 
 export type RunnerRegistration = Pick<RunnerRow, 'id' | 'name' | 'group' | 'labels' | 'executors' | 'maxLoad' | 'maxParallelSteps' | 'site' | 'protocolVersion' | 'credentialHash'> & {
   replicaId: string;
+  /** The registration token it registered with, so revoking that token can revoke it too. */
+  registrationTokenId?: string | null;
 };
 
 export async function runnerRegister(db: Db, r: RunnerRegistration): Promise<RunnerRow> {
   const { rows } = await db.query(
-    `INSERT INTO runners (id, name, group_name, labels, executors, max_load, max_parallel_steps, site, protocol_version, credential_hash, last_replica)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
-    [r.id, r.name, r.group, r.labels, r.executors, r.maxLoad, r.maxParallelSteps, r.site, r.protocolVersion, r.credentialHash, r.replicaId],
+    `INSERT INTO runners (id, name, group_name, labels, executors, max_load, max_parallel_steps, site, protocol_version, credential_hash, last_replica, registration_token_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING *`,
+    [r.id, r.name, r.group, r.labels, r.executors, r.maxLoad, r.maxParallelSteps, r.site, r.protocolVersion, r.credentialHash, r.replicaId, r.registrationTokenId ?? null],
   );
   return mapRunner(rows[0]);
 }
@@ -85,4 +87,28 @@ export async function runnerByCredential(db: Db, credentialHash: string): Promis
 export async function runnerTouch(db: Db, p: { runnerIds: string[]; replicaId: string }): Promise<void> {
   if (p.runnerIds.length === 0) return;
   await db.query(`UPDATE runners SET last_seen_at = now(), last_replica = $2, state = 'online' WHERE id = ANY($1::text[])`, [p.runnerIds, p.replicaId]);
+}
+
+/**
+ * Removes runners from the registry: their credentials stop working on every replica at once
+ * (runnerByCredential reads only live rows) and they leave placement. Their live leases are left
+ * to the expiry sweep (runner_lost), as for any runner that went away. Returns the removed runners.
+ */
+export async function runnersRemove(db: Db, p: { ids?: string[]; registrationTokenId?: string }): Promise<Array<{ id: string; name: string }>> {
+  const { rows } = await db.query(
+    `UPDATE runners SET deleted_at = now(), state = 'offline'
+      WHERE deleted_at IS NULL AND (id = ANY($1::text[]) OR registration_token_id = $2)
+      RETURNING id, name`,
+    [p.ids ?? [], p.registrationTokenId ?? null],
+  );
+  return rows.map((r) => ({ id: r.id, name: r.name }));
+}
+
+/** A live runner by id, else by unique name (Conflict when the name is ambiguous). */
+export async function runnerFind(db: Db, idOrName: string): Promise<Array<{ id: string; name: string }>> {
+  const { rows } = await db.query(
+    `SELECT id, name FROM runners WHERE deleted_at IS NULL AND (id = $1 OR (name = $1 AND NOT EXISTS (SELECT 1 FROM runners WHERE id = $1 AND deleted_at IS NULL))) ORDER BY id`,
+    [idOrName],
+  );
+  return rows.map((r) => ({ id: r.id, name: r.name }));
 }

@@ -26,7 +26,7 @@ interface Row {
 }
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
-const VARYING = new Set(['lastUsedAt', 'durationMs', 'heartbeatAgeMs', 'waitingMs', 'createdBy', 'actor', 'secret', 'id', 'address', 'httpAddress', 'host', 'version']);
+const VARYING = new Set(['lastUsedAt', 'waitedMs', 'durationMs', 'heartbeatAgeMs', 'waitingMs', 'createdBy', 'actor', 'secret', 'id', 'address', 'httpAddress', 'host', 'version']);
 
 /** What legitimately differs between two stores: times, the actor, secrets and generated ids. */
 function normalise(v: unknown, key = '', vary: string[] = []): unknown {
@@ -94,7 +94,9 @@ describe('every verb, through the store and through the HTTP API, answers the sa
     { args: ['fleet', 'drain', 'r-1', '--json'] },
     { args: ['fleet', 'drain', 'ghost', '--json'], code: 3 },
     { args: ['fleet', 'drain', '--group', 'nosuchgroup', '--json'], code: 3 },
+    { args: ['fleet', 'drain', '--group', 'prod', '--dry-run', '--json'] },
     { args: ['fleet', 'drain', '--group', 'prod', '--json'] },
+    { args: ['fleet', 'drain', '--group', 'prod', '--wait', '--timeout', '5s', '--json'] },
     { args: ['fleet', 'undrain', '--group', 'prod', '--json'] },
     { args: ['runs', 'submit', hello, '--set', 'project=acme', '--json'] },
     { args: ['fleet', 'queue', '--json'] },
@@ -142,6 +144,8 @@ describe('every verb, through the store and through the HTTP API, answers the sa
     { args: ['admin', 'audit', '--limit', '4', '--json'], vary: ['source', 'id'] },
     { args: ['admin', 'audit', '--since', '1h', '--actor', 'nobody-at-all', '--json'] },
     { args: ['admin', 'audit', '--since', 'soon', '--json'], code: 2 },
+    { args: ['fleet', 'runners', 'remove', 'builder', '--reason', 'retired', '--json'] },
+    { args: ['fleet', 'runners', 'remove', 'builder', '--json'], code: 3 },
   ];
 
   it.each(rows.map((r) => [(typeof r.args === 'function' ? r.args('store') : r.args).join(' '), r] as const))('%s', async (_name, row) => {
