@@ -1,4 +1,3 @@
-import { adminQueueApi } from './api/admin-queue.js';
 import { metricsApi } from './api/metrics.js';
 import { opsApi } from './api/ops-routes.js';
 import { webhookApi } from './api/webhooks.js';
@@ -22,7 +21,6 @@ export function serverFeatures(): Feature[] {
     metricsApi(),
     coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep, postureExpiryPass, historyRetentionPass] }),
     opsApi(),
-    adminQueueApi(),
     dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
     webhookApi(),
     launchFeature(),

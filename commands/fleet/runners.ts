@@ -1,20 +1,17 @@
-import { BaseCommand } from '../../src/cli/base.js';
+import { OpsCommand } from '../../src/cli/base.js';
 import { renderTable } from '../../src/cli/table.js';
-import { storeNow } from '../../src/store/coordination.js';
-import { fleetRead } from '../../src/store/fleet.js';
-import { buildRunners, runnersTable, type RunnersView } from '../../src/views/runners.js';
+import type { OpsOutput } from '../../src/ops/index.js';
+import { runnersTable } from '../../src/views/runners.js';
 
-export default class FleetRunners extends BaseCommand<typeof FleetRunners> {
+export default class FleetRunners extends OpsCommand<typeof FleetRunners> {
   static override description =
     'The runner registry: every runner with its group, load used of its max_load, live leases, state (online, watch after one silent poll window, offline after two), whether it is drained (itself or through its group) and when it was last seen. These are the facts placement matches against.';
   static override enableJsonFlag = true;
-  static override examples = ['<%= config.bin %> fleet runners', '<%= config.bin %> fleet runners --json | jq \'.runners[] | select(.drained)\''];
+  static override examples = ['<%= config.bin %> fleet runners', '<%= config.bin %> fleet runners --json | jq \'.runners[] | select(.drained)\'', '<%= config.bin %> fleet runners --server https://opschain.internal:7420 --token "$OPSCHAIN_TOKEN"'];
   static override summary = 'The runner registry: group, load, state, drained, last seen';
 
-  async run(): Promise<RunnersView> {
-    const pool = await this.store();
-    const [runners, now] = await Promise.all([fleetRead(pool), storeNow(pool)]);
-    const view = buildRunners(runners, now);
+  async run(): Promise<OpsOutput<'fleetRunners'>> {
+    const view = await (await this.ops()).fleetRunners({});
     if (!this.jsonEnabled()) {
       if (view.runners.length === 0) this.log('no runners registered');
       else this.log(renderTable(runnersTable(view)));

@@ -2,6 +2,7 @@ import { INT4, LOAD_MIN, SAFE_TEXT_PATTERN } from '../core/bounds.js';
 import type { Scope } from '../core/tokens.js';
 import { RUN_STATUSES } from '../store/runs.js';
 import { adminAudit } from './audit.js';
+import { adminQueue, ADMIN_QUEUE_MAX_LIMIT, fleetRunners } from './console.js';
 import { fleetDrain, fleetDrainHeld, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './fleet.js';
 import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './levers.js';
 import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './policy.js';
@@ -25,6 +26,8 @@ export const DOMAIN = {
   fleetDrainHeld,
   fleetRunnersRemove,
   fleetQueue,
+  fleetRunners,
+  adminQueue,
   poolsList,
   poolsSet,
   poolsUnset,
@@ -112,6 +115,8 @@ export const VERBS: Record<Verb, VerbSpec> = {
   fleetDrainPreview: { method: 'GET', path: '/api/fleet/drain/preview', scope: 'read', fields: { runner: text(), group: text() } },
   fleetDrainHeld: { method: 'GET', path: '/api/fleet/drain/held', scope: 'read', fields: { runner: text(), group: text() } },
   fleetRunnersRemove: { method: 'POST', path: '/api/fleet/runners/:runner/remove', scope: 'admin', fields: { runner: text(), reason }, required: ['runner'] },
+  fleetRunners: { method: 'GET', path: '/api/fleet/runners', scope: 'read', fields: {} },
+  adminQueue: { method: 'GET', path: '/api/admin/queue', scope: 'read', fields: { limit: { type: 'integer', minimum: 1, maximum: ADMIN_QUEUE_MAX_LIMIT }, acceptExceeding: { type: 'boolean' } } },
   fleetQueue: { method: 'GET', path: '/api/fleet/queue', scope: 'read', fields: { limit: { type: 'integer', minimum: 1, maximum: 99_999 }, acceptExceeding: { type: 'boolean' } } },
   poolsList: { method: 'GET', path: '/api/pools', scope: 'read', fields: {} },
   poolsSet: { method: 'POST', path: '/api/pools/:name', scope: 'admin', fields: { name: text(), limit: { type: 'integer', minimum: 0, maximum: INT4.max } }, required: ['name', 'limit'] },

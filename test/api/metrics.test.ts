@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { opsApi } from '../../src/api/ops-routes.js';
-import { adminQueueApi } from '../../src/api/admin-queue.js';
 import { metricsApi } from '../../src/api/metrics.js';
 import { classify } from '../../src/core/classify.js';
 import { LANE_NAMES } from '../../src/core/entry.js';
@@ -71,7 +70,7 @@ describe('GET /metrics', () => {
 
   beforeAll(async () => {
     server = await startTestServer(db.current.url, {
-      features: [metricsApi(), opsApi(), adminQueueApi(), dispatchFeature({ hooks: orchestratorHooks })],
+      features: [metricsApi(), opsApi(), dispatchFeature({ hooks: orchestratorHooks })],
       config: { leaseTtlMs: 60_000, pollWindowMs: 10_000 },
     });
     admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ops' })).secret;

@@ -1,4 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { opsApi } from '../../src/api/ops-routes.js';
+import { tokenCreate } from '../../src/store/tokens.js';
+import { startTestServer } from '../support/server.js';
 import { CliProcess, runCli } from '../support/cli.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { insertLease, insertRunner } from '../support/fleet.js';
@@ -52,6 +55,25 @@ describe('admin queue and fleet runners', () => {
       } finally {
         await p.stop('SIGKILL');
       }
+    }
+  });
+
+  it('--watch --server reads the same view over HTTP, one NDJSON line per interval', async () => {
+    const server = await startTestServer(db.current.url, { features: [opsApi()] });
+    const token = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'watch', scope: 'read' })).secret;
+    const local = JSON.parse((await cli('admin', 'queue', '--json')).stdout);
+    const p = new CliProcess(['admin', 'queue', '--watch', '--interval', '0.3', '--server', server.url, '--token', token], { OPSCHAIN_HOME: '/nonexistent-opschain-home' });
+    try {
+      const lines = () => p.output.split('\n').filter((l) => l.startsWith('{'));
+      await waitFor(() => lines().length >= 2, { what: 'two NDJSON lines over HTTP', timeoutMs: 30_000 });
+      const remote = JSON.parse(lines()[0]);
+      expect(Object.keys(remote).sort()).toEqual(Object.keys(local).sort());
+      expect(remote.lanes.map((l: any) => l.ready)).toEqual(local.lanes.map((l: any) => l.ready));
+      expect(remote.leases.items.map((l: any) => l.stepId)).toEqual(local.leases.items.map((l: any) => l.stepId));
+      expect(await p.stop('SIGTERM')).toBe(0);
+    } finally {
+      await p.stop('SIGKILL');
+      await server.stop();
     }
   });
 });

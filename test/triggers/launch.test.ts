@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { adminQueueText } from '../../src/cli/admin-queue-text.js';
-import { adminQueueView } from '../../src/cli/console-source.js';
+import { adminQueue } from '../../src/ops/console.js';
 import { createLogger } from '../../src/logger.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
 import { withTransaction, type Pool } from '../../src/store/pool.js';
@@ -150,7 +150,7 @@ describe('the launch loop, pass by pass', () => {
     const waiting = await oneShotAdd(pool, { template: 'capped', at: base.toISOString(), actor: 'test' });
     const sched = await scheduleAdd(pool, { template: 'capped', cron: '0 2 * * *', tz: 'Europe/Berlin', actor: 'test' });
     await drain(deps(pool), base);
-    const view = await adminQueueView(pool, { limit: 10, acceptExceeding: true });
+    const view = await adminQueue({ pool, actor: 'test', source: 'test' }, { limit: 10, acceptExceeding: true });
     expect(view.triggers!.next).toMatchObject([{ id: sched.id, kind: 'schedule', template: 'capped', dueAt: sched.nextDueAt }]);
     expect(view.triggers!.waiting.total).toBe(1);
     expect(view.triggers!.waiting.items).toMatchObject([{ triggerId: waiting.id, kind: 'once', reason: 'max_concurrent_runs 1 reached (1 running)' }]);

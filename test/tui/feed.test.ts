@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { storeConsoleSource } from '../../src/cli/console-source.js';
+import { opsConsoleSource } from '../../src/cli/console-source.js';
+import { storeOps } from '../../src/ops/store-transport.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { coordinationLeaseAcquire, shardLeaseName } from '../../src/store/coordination.js';
 import { ConsoleFeed } from '../../src/tui/feed.js';
@@ -23,7 +24,7 @@ describe('the console feed', () => {
     proxy = new TcpProxy(u.hostname, Number(u.port || 5432));
     const url = withHostPort(db.current.url, '127.0.0.1', await proxy.start());
     pool = createPool(url, { max: 2, connectionTimeoutMs: 1_000, queryTimeoutMs: 2_000 });
-    const source = storeConsoleSource({ pool, databaseUrl: url, acceptExceeding: true });
+    const source = opsConsoleSource({ ops: storeOps({ pool, actor: 'test', source: 'test' }), databaseUrl: url, acceptExceeding: true });
     let clock = 1_000_000;
     const feed = new ConsoleFeed({ source, intervalMs: 60_000, limit: 10, now: () => clock });
 
