@@ -132,7 +132,7 @@ describe('every verb, through the store and through the HTTP API, answers the sa
     { args: ['admin', 'platform', 'resume', '--json'] },
     { args: ['admin', 'server', 'quiesce', '--until', 'soon', '--json'], code: 2 },
     { args: ['admin', 'status', '--json'], vary: ['state'] },
-    { args: ['admin', 'queue', '--json', '--limit', '5'], vary: ['state', 'live', 'lastSeenAgeMs', 'ageMs', 'oldestAgeMs'] },
+    { args: ['admin', 'queue', '--json', '--limit', '5'], vary: ['state', 'live', 'lastSeenAgeMs', 'ageMs', 'oldestAgeMs', 'oldestWaitingMs', 'expiresInMs'] },
     { args: ['admin', 'queue', '--json', '--limit', '0'], code: 2 },
     { args: ['fleet', 'runners', '--json'], vary: ['lastSeenAgeMs'] },
     { args: (side) => ['admin', 'replica', 'quiesce', replicaIds[side], '--json'] },
