@@ -1,16 +1,16 @@
 import Table from 'cli-table3';
-import { BaseCommand } from '../../src/cli/base.js';
-import { templatesList, type TemplateView } from '../../src/triggers/manage.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import type { TemplateView } from '../../src/triggers/manage.js';
 import { TEMPLATE_HEAD, templateRows } from '../../src/views/triggers.js';
 
-export default class TemplatesList extends BaseCommand<typeof TemplatesList> {
+export default class TemplatesList extends OpsCommand<typeof TemplatesList> {
   static override description = 'Every template at its latest version, with its caps.';
   static override enableJsonFlag = true;
   static override examples = ['<%= config.bin %> templates list', '<%= config.bin %> templates list --json'];
   static override summary = 'List templates';
 
   async run(): Promise<{ templates: TemplateView[] }> {
-    const templates = await templatesList(await this.store());
+    const templates = (await (await this.ops()).templatesList({})).templates;
     if (!this.jsonEnabled()) {
       if (templates.length === 0) this.log('no templates');
       else {

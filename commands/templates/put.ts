@@ -1,11 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
+import { OpsCommand } from '../../src/cli/base.js';
 import { UserError } from '../../src/cli/errors.js';
-import { cliActor } from '../../src/cli/runs.js';
-import { templatePut, type TemplateView } from '../../src/triggers/manage.js';
+import type { TemplateView } from '../../src/triggers/manage.js';
 
-export default class TemplatesPut extends BaseCommand<typeof TemplatesPut> {
+export default class TemplatesPut extends OpsCommand<typeof TemplatesPut> {
   static override args = { file: Args.string({ description: 'the run file (YAML or JSON); - reads it from stdin', required: true }) };
   static override description = `Stores a run file as a named template that triggers start runs from. Every put is a new version; a run records the template name and version it came from. The file is validated whole, as \`runs submit\` would (exit 2, nothing written).
 
@@ -27,7 +26,7 @@ export default class TemplatesPut extends BaseCommand<typeof TemplatesPut> {
     } catch (err) {
       throw new UserError(`cannot read ${args.file === '-' ? 'stdin' : args.file}: ${(err as Error).message}`);
     }
-    const t = await templatePut(await this.store(), { text, name: flags.name, maxConcurrentRuns: flags['max-concurrent-runs'], dailyCeiling: flags['daily-ceiling'], actor: cliActor() });
+    const t = await (await this.ops()).templatesPut({ file: text, name: flags.name, maxConcurrentRuns: flags['max-concurrent-runs'], dailyCeiling: flags['daily-ceiling'] });
     if (!this.jsonEnabled()) this.log(`template ${t.name} v${t.version}`);
     return t;
   }

@@ -1,9 +1,7 @@
 import { Args } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { cliActor } from '../../src/cli/runs.js';
-import { templateRemove } from '../../src/triggers/manage.js';
+import { OpsCommand } from '../../src/cli/base.js';
 
-export default class TemplatesRemove extends BaseCommand<typeof TemplatesRemove> {
+export default class TemplatesRemove extends OpsCommand<typeof TemplatesRemove> {
   static override args = { name: Args.string({ description: 'template name', required: true }) };
   static override description = 'Removes every version of a template. Refused (exit 4) while a trigger still uses it; runs already started keep their name and version.';
   static override enableJsonFlag = true;
@@ -12,7 +10,7 @@ export default class TemplatesRemove extends BaseCommand<typeof TemplatesRemove>
 
   async run(): Promise<{ name: string; versions: number }> {
     const { args } = await this.parse(TemplatesRemove);
-    const r = await templateRemove(await this.store(), { name: args.name, actor: cliActor() });
+    const r = await (await this.ops()).templatesRemove({ name: args.name });
     if (!this.jsonEnabled()) this.log(`template ${r.name} removed (${r.versions} version${r.versions === 1 ? '' : 's'})`);
     return r;
   }

@@ -1,8 +1,8 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { templateShow, type TemplateDetail } from '../../src/triggers/manage.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import type { TemplateDetail } from '../../src/triggers/manage.js';
 
-export default class TemplatesShow extends BaseCommand<typeof TemplatesShow> {
+export default class TemplatesShow extends OpsCommand<typeof TemplatesShow> {
   static override args = { name: Args.string({ description: 'template name', required: true }) };
   static override description = 'A template: its run file (latest version, or --version), caps, versions and the triggers that use it.';
   static override enableJsonFlag = true;
@@ -12,7 +12,7 @@ export default class TemplatesShow extends BaseCommand<typeof TemplatesShow> {
 
   async run(): Promise<TemplateDetail> {
     const { args, flags } = await this.parse(TemplatesShow);
-    const t = await templateShow(await this.store(), { name: args.name, version: flags.version });
+    const t = await (await this.ops()).templatesShow({ name: args.name, version: flags.version });
     if (!this.jsonEnabled()) {
       this.log(`template ${t.name} v${t.version} of ${t.versions} (by ${t.createdBy ?? '-'}, ${t.createdAt})`);
       this.log(`max concurrent runs: ${t.maxConcurrentRuns ?? 'unlimited'}; daily ceiling: ${t.dailyCeiling ?? 'none'}`);

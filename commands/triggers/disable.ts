@@ -1,9 +1,8 @@
 import { Args } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { cliActor } from '../../src/cli/runs.js';
-import { parseTriggerId, triggerEnable, type TriggerView } from '../../src/triggers/manage.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { parseTriggerId, type TriggerView } from '../../src/triggers/manage.js';
 
-export default class TriggersDisable extends BaseCommand<typeof TriggersDisable> {
+export default class TriggersDisable extends OpsCommand<typeof TriggersDisable> {
   static override args = { id: Args.string({ description: 'trigger id', required: true }) };
   static override description = 'Disables a trigger: a schedule stops ticking, a pending one-shot waits, a webhook refuses calls (404) and its pending deliveries are settled. Idempotent.';
   static override enableJsonFlag = true;
@@ -12,7 +11,7 @@ export default class TriggersDisable extends BaseCommand<typeof TriggersDisable>
 
   async run(): Promise<TriggerView & { changed: boolean }> {
     const { args } = await this.parse(TriggersDisable);
-    const t = await triggerEnable(await this.store(), { id: parseTriggerId(args.id), enabled: false, actor: cliActor() });
+    const t = await (await this.ops()).triggersDisable({ id: parseTriggerId(args.id) });
     if (!this.jsonEnabled()) this.log(`trigger ${t.id} ${t.changed ? 'disabled' : 'was already disabled'}`);
     return t;
   }

@@ -1,9 +1,8 @@
 import { Args } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { cliActor } from '../../src/cli/runs.js';
-import { parseTriggerId, triggerEnable, type TriggerView } from '../../src/triggers/manage.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { parseTriggerId, type TriggerView } from '../../src/triggers/manage.js';
 
-export default class TriggersEnable extends BaseCommand<typeof TriggersEnable> {
+export default class TriggersEnable extends OpsCommand<typeof TriggersEnable> {
   static override args = { id: Args.string({ description: 'trigger id', required: true }) };
   static override description = 'Enables a trigger. A schedule starts again from its next tick after now: the ticks of the time it was off are not fired. Idempotent.';
   static override enableJsonFlag = true;
@@ -12,7 +11,7 @@ export default class TriggersEnable extends BaseCommand<typeof TriggersEnable> {
 
   async run(): Promise<TriggerView & { changed: boolean }> {
     const { args } = await this.parse(TriggersEnable);
-    const t = await triggerEnable(await this.store(), { id: parseTriggerId(args.id), enabled: true, actor: cliActor() });
+    const t = await (await this.ops()).triggersEnable({ id: parseTriggerId(args.id) });
     if (!this.jsonEnabled()) this.log(`trigger ${t.id} ${t.changed ? 'enabled' : 'was already enabled'}`);
     return t;
   }

@@ -1,16 +1,16 @@
 import Table from 'cli-table3';
-import { BaseCommand } from '../../src/cli/base.js';
-import { triggersList, type TriggerView } from '../../src/triggers/manage.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import type { TriggerView } from '../../src/triggers/manage.js';
 import { TRIGGER_HEAD, triggerRows } from '../../src/views/triggers.js';
 
-export default class TriggersList extends BaseCommand<typeof TriggersList> {
+export default class TriggersList extends OpsCommand<typeof TriggersList> {
   static override description = 'Every schedule, one-shot and webhook: its template, when it fires, the next due time and whether it is enabled.';
   static override enableJsonFlag = true;
   static override examples = ['<%= config.bin %> triggers list', '<%= config.bin %> triggers list --json'];
   static override summary = 'List triggers';
 
   async run(): Promise<{ triggers: TriggerView[] }> {
-    const triggers = await triggersList(await this.store());
+    const triggers = (await (await this.ops()).triggersList({})).triggers;
     if (!this.jsonEnabled()) {
       if (triggers.length === 0) this.log('no triggers');
       else {

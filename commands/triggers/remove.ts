@@ -1,9 +1,8 @@
 import { Args } from '@oclif/core';
-import { BaseCommand } from '../../src/cli/base.js';
-import { cliActor } from '../../src/cli/runs.js';
-import { parseTriggerId, triggerRemove } from '../../src/triggers/manage.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { parseTriggerId } from '../../src/triggers/manage.js';
 
-export default class TriggersRemove extends BaseCommand<typeof TriggersRemove> {
+export default class TriggersRemove extends OpsCommand<typeof TriggersRemove> {
   static override args = { id: Args.string({ description: 'trigger id', required: true }) };
   static override description = 'Removes a trigger (a webhook with its deliveries). Its tick history stays until the retention prunes it; runs it started are untouched.';
   static override enableJsonFlag = true;
@@ -12,7 +11,7 @@ export default class TriggersRemove extends BaseCommand<typeof TriggersRemove> {
 
   async run(): Promise<{ id: number; kind: string }> {
     const { args } = await this.parse(TriggersRemove);
-    const r = await triggerRemove(await this.store(), { id: parseTriggerId(args.id), actor: cliActor() });
+    const r = await (await this.ops()).triggersRemove({ id: parseTriggerId(args.id) });
     if (!this.jsonEnabled()) this.log(`trigger ${r.id} (${r.kind}) removed`);
     return r;
   }

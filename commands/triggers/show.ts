@@ -1,10 +1,10 @@
 import { Args, Flags } from '@oclif/core';
 import Table from 'cli-table3';
-import { BaseCommand } from '../../src/cli/base.js';
-import { parseTriggerId, triggerShow, type TickView, type TriggerView } from '../../src/triggers/manage.js';
+import { OpsCommand } from '../../src/cli/base.js';
+import { parseTriggerId, type TickView, type TriggerView } from '../../src/triggers/manage.js';
 import { TICK_HEAD, tickRows, triggerWhen } from '../../src/views/triggers.js';
 
-export default class TriggersShow extends BaseCommand<typeof TriggersShow> {
+export default class TriggersShow extends OpsCommand<typeof TriggersShow> {
   static override args = { id: Args.string({ description: 'trigger id', required: true }) };
   static override description = 'A trigger and its tick history, newest first: every due tick with its outcome (fired and its run, skipped for overlap, deferred by a cap or ceiling and when it fired, deduplicated, missed during a halt and what catch-up did).';
   static override enableJsonFlag = true;
@@ -14,7 +14,7 @@ export default class TriggersShow extends BaseCommand<typeof TriggersShow> {
 
   async run(): Promise<TriggerView & { ticks: TickView[] }> {
     const { args, flags } = await this.parse(TriggersShow);
-    const t = await triggerShow(await this.store(), { id: parseTriggerId(args.id), limit: flags.limit });
+    const t = await (await this.ops()).triggersShow({ id: parseTriggerId(args.id), limit: flags.limit });
     if (!this.jsonEnabled()) {
       this.log(`trigger ${t.id}: ${t.kind} of ${t.template}, ${triggerWhen(t)}${t.enabled ? '' : ' (disabled)'}`);
       if (t.kind === 'schedule') this.log(`overlap ${t.overlap}, catch-up ${t.catchUp}; next due ${t.nextDueAt}`);

@@ -8,6 +8,21 @@ import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuie
 import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './policy.js';
 import { runsCancel, runsList, runsLogs, runsRetry, runsShow, runsSubmit } from './runs.js';
 import { tokensCreate, tokensList, tokensRevoke } from './tokens.js';
+import {
+  adminReconcile,
+  templatesList,
+  templatesPut,
+  templatesRemove,
+  templatesShow,
+  triggersDisable,
+  triggersEnable,
+  triggersList,
+  triggersOnceAdd,
+  triggersRemove,
+  triggersScheduleAdd,
+  triggersShow,
+  triggersWebhookAdd,
+} from './triggers.js';
 
 /**
  * Every verb's domain function, by verb name. The store transport calls these directly; the HTTP
@@ -50,6 +65,19 @@ export const DOMAIN = {
   tokensCreate,
   tokensList,
   tokensRevoke,
+  templatesPut,
+  templatesList,
+  templatesShow,
+  templatesRemove,
+  triggersScheduleAdd,
+  triggersOnceAdd,
+  triggersWebhookAdd,
+  triggersList,
+  triggersShow,
+  triggersEnable,
+  triggersDisable,
+  triggersRemove,
+  adminReconcile,
 };
 
 export type Verb = keyof typeof DOMAIN;
@@ -170,6 +198,38 @@ export const VERBS: Record<Verb, VerbSpec> = {
   },
   tokensList: { method: 'GET', path: '/api/tokens', scope: 'admin', fields: {} },
   tokensRevoke: { method: 'POST', path: '/api/tokens/:id/revoke', scope: 'admin', fields: { id: text(80), runners: { type: 'boolean' } }, required: ['id'] },
+  templatesPut: {
+    method: 'POST',
+    path: '/api/templates',
+    scope: 'runs',
+    fields: { file: { type: 'string', minLength: 1, maxLength: 1_048_576, pattern: SAFE_TEXT_PATTERN }, name: text(100), maxConcurrentRuns: { type: 'integer', minimum: 1, maximum: 1_000_000 }, dailyCeiling: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
+    required: ['file'],
+    bodyLimit: 2 * 1024 * 1024,
+  },
+  templatesList: { method: 'GET', path: '/api/templates', scope: 'read', fields: {} },
+  templatesShow: { method: 'GET', path: '/api/templates/:name', scope: 'read', fields: { name: text(100), version: { type: 'integer', minimum: 1, maximum: INT4.max } }, required: ['name'] },
+  templatesRemove: { method: 'DELETE', path: '/api/templates/:name', scope: 'runs', fields: { name: text(100) }, required: ['name'] },
+  triggersScheduleAdd: {
+    method: 'POST',
+    path: '/api/triggers/schedules',
+    scope: 'runs',
+    fields: { template: text(100), cron: text(200), tz: text(64), overlap: text(16), catchUp: text(16), set: { type: 'array', items: text(10_000), maxItems: 256 } },
+    required: ['template', 'cron'],
+  },
+  triggersOnceAdd: { method: 'POST', path: '/api/triggers/once', scope: 'runs', fields: { template: text(100), at: text(64), set: { type: 'array', items: text(10_000), maxItems: 256 } }, required: ['template', 'at'] },
+  triggersWebhookAdd: {
+    method: 'POST',
+    path: '/api/triggers/webhooks',
+    scope: 'runs',
+    fields: { template: text(100), set: { type: 'array', items: text(10_000), maxItems: 256 }, map: { type: 'array', items: text(1_000), maxItems: 64 } },
+    required: ['template'],
+  },
+  triggersList: { method: 'GET', path: '/api/triggers', scope: 'read', fields: {} },
+  triggersShow: { method: 'GET', path: '/api/triggers/:id', scope: 'read', fields: { id, limit: { type: 'integer', minimum: 1, maximum: 10_000 } }, required: ['id'] },
+  triggersEnable: { method: 'POST', path: '/api/triggers/:id/enable', scope: 'runs', fields: { id }, required: ['id'] },
+  triggersDisable: { method: 'POST', path: '/api/triggers/:id/disable', scope: 'runs', fields: { id }, required: ['id'] },
+  triggersRemove: { method: 'DELETE', path: '/api/triggers/:id', scope: 'runs', fields: { id }, required: ['id'] },
+  adminReconcile: { method: 'POST', path: '/api/admin/reconcile', scope: 'levers', fields: {} },
 };
 
 /** The `:name` fields of a path. */

@@ -72,7 +72,7 @@ function limitOf(name: string, v: number | undefined | null): number | null {
 }
 
 /** Stores a new version of a named run definition (validated whole, as `runs submit` would). */
-export async function templatePut(pool: Pool, p: { text: string; name?: string; maxConcurrentRuns?: number | null; dailyCeiling?: number | null; actor: string }): Promise<TemplateView> {
+export async function templatePut(pool: Pool, p: { text: string; name?: string; maxConcurrentRuns?: number | null; dailyCeiling?: number | null; actor: string; source?: string }): Promise<TemplateView> {
   const loaded = runFileLoad(p.text);
   const name = p.name ?? loaded.definition.name;
   if (!TEMPLATE_NAME.test(name)) throw new Invalid(`template name ${JSON.stringify(name)}: 1–100 of letters, digits, . _ - (starting with a letter or digit)`);
@@ -80,7 +80,7 @@ export async function templatePut(pool: Pool, p: { text: string; name?: string; 
   const dailyCeiling = limitOf('--daily-ceiling', p.dailyCeiling);
   const row = await withTransaction(pool, async (client) => {
     const t = await templateInsert(client, { name, source: p.text, maxConcurrentRuns, dailyCeiling, createdBy: p.actor });
-    await auditRecord(client, { actor: p.actor, action: 'templates.put', target: `template:${name}`, detail: { version: t.version, maxConcurrentRuns, dailyCeiling } });
+    await auditRecord(client, { actor: p.actor, source: p.source, action: 'templates.put', target: `template:${name}`, detail: { version: t.version, maxConcurrentRuns, dailyCeiling } });
     // A raised cap may free launches held back by the old one.
     await triggersNotify(client, `run:${name}`);
     return t;
@@ -116,13 +116,13 @@ export async function templateShow(pool: Pool, p: { name: string; version?: numb
 }
 
 /** Removes every version of a template; refused while a trigger still uses it. */
-export async function templateRemove(pool: Pool, p: { name: string; actor: string }): Promise<{ name: string; versions: number }> {
+export async function templateRemove(pool: Pool, p: { name: string; actor: string; source?: string }): Promise<{ name: string; versions: number }> {
   return withTransaction(pool, async (client) => {
     const users = await templateTriggers(client, p.name);
     if (users.length) throw conflict(`template ${p.name} is used by trigger${users.length === 1 ? '' : 's'} ${users.join(', ')}: remove ${users.length === 1 ? 'it' : 'them'} first`);
     const n = await templateDelete(client, p.name);
     if (n === 0) throw notFound(`no template ${p.name}`);
-    await auditRecord(client, { actor: p.actor, action: 'templates.remove', target: `template:${p.name}`, detail: { versions: n } });
+    await auditRecord(client, { actor: p.actor, source: p.source, action: 'templates.remove', target: `template:${p.name}`, detail: { versions: n } });
     return { name: p.name, versions: n };
   });
 }
@@ -217,13 +217,13 @@ async function templateFor(client: PoolClient, name: string, sets: string[]): Pr
   return t;
 }
 
-async function created(client: PoolClient, id: number, actor: string, kind: string, detail: Record<string, unknown>): Promise<TriggerView> {
-  await auditRecord(client, { actor, action: `triggers.${kind}.add`, target: `trigger:${id}`, detail });
+async function created(client: PoolClient, id: number, who: { actor: string; source?: string }, kind: string, detail: Record<string, unknown>): Promise<TriggerView> {
+  await auditRecord(client, { actor: who.actor, source: who.source, action: `triggers.${kind}.add`, target: `trigger:${id}`, detail });
   await triggersNotify(client, 'trigger');
   return triggerView((await triggerGet(client, id))!);
 }
 
-export async function scheduleAdd(pool: Pool, p: { template: string; cron: string; tz?: string; overlap?: string; catchUp?: string; sets?: string[]; actor: string }): Promise<TriggerView> {
+export async function scheduleAdd(pool: Pool, p: { template: string; cron: string; tz?: string; overlap?: string; catchUp?: string; sets?: string[]; actor: string; source?: string }): Promise<TriggerView> {
   const tz = p.tz ?? 'UTC';
   const check = cronCheck(p.cron, tz);
   if (!check.ok) throw new Invalid(check.reason);
@@ -234,18 +234,18 @@ export async function scheduleAdd(pool: Pool, p: { template: string; cron: strin
     await templateFor(client, p.template, sets);
     const nextDueAt = cronNext(p.cron, tz, await dbNow(client));
     const id = await scheduleInsert(client, { template: p.template, cron: p.cron.trim(), tz, overlap, catchUp, sets, nextDueAt, createdBy: p.actor });
-    return created(client, id, p.actor, 'schedule', { template: p.template, cron: p.cron, tz, overlap, catchUp });
+    return created(client, id, p, 'schedule', { template: p.template, cron: p.cron, tz, overlap, catchUp });
   });
 }
 
-export async function oneShotAdd(pool: Pool, p: { template: string; at: string; sets?: string[]; actor: string }): Promise<TriggerView> {
+export async function oneShotAdd(pool: Pool, p: { template: string; at: string; sets?: string[]; actor: string; source?: string }): Promise<TriggerView> {
   const sets = p.sets ?? [];
   return withTransaction(pool, async (client) => {
     const when = oneShotTime(p.at, await dbNow(client));
     if (!when.ok) throw new Invalid(when.reason);
     await templateFor(client, p.template, sets);
     const id = await oneShotInsert(client, { template: p.template, fireAt: when.at, sets, createdBy: p.actor });
-    return created(client, id, p.actor, 'once', { template: p.template, at: when.at.toISOString() });
+    return created(client, id, p, 'once', { template: p.template, at: when.at.toISOString() });
   });
 }
 
@@ -254,7 +254,7 @@ export interface WebhookCreated extends TriggerView {
   secret: string;
 }
 
-export async function webhookAdd(pool: Pool, p: { template: string; sets?: string[]; maps?: string[]; actor: string }): Promise<WebhookCreated> {
+export async function webhookAdd(pool: Pool, p: { template: string; sets?: string[]; maps?: string[]; actor: string; source?: string }): Promise<WebhookCreated> {
   const sets = p.sets ?? [];
   const maps: PayloadMap[] = [];
   for (const m of p.maps ?? []) {
@@ -266,7 +266,7 @@ export async function webhookAdd(pool: Pool, p: { template: string; sets?: strin
   return withTransaction(pool, async (client) => {
     await templateFor(client, p.template, sets);
     const id = await webhookInsert(client, { template: p.template, secret, sets, maps, createdBy: p.actor });
-    return { ...(await created(client, id, p.actor, 'webhook', { template: p.template, maps })), secret };
+    return { ...(await created(client, id, p, 'webhook', { template: p.template, maps })), secret };
   });
 }
 
@@ -287,34 +287,34 @@ export async function triggerShow(pool: Pool, p: { id: number; limit?: number })
 }
 
 /** Idempotent: enabling an enabled trigger is success and says nothing changed. */
-export async function triggerEnable(pool: Pool, p: { id: number; enabled: boolean; actor: string }): Promise<TriggerView & { changed: boolean }> {
+export async function triggerEnable(pool: Pool, p: { id: number; enabled: boolean; actor: string; source?: string }): Promise<TriggerView & { changed: boolean }> {
   return withTransaction(pool, async (client) => {
     const t = await triggerGet(client, p.id);
     if (!t) throw notFound(`no trigger ${p.id}`);
     const nextDueAt = t.kind === 'schedule' && p.enabled ? cronNext(t.cron!, t.tz!, await dbNow(client)) : undefined;
     const changed = await triggerEnabledSet(client, { id: p.id, kind: t.kind, enabled: p.enabled, nextDueAt });
     if (changed) {
-      await auditRecord(client, { actor: p.actor, action: p.enabled ? 'triggers.enable' : 'triggers.disable', target: `trigger:${p.id}` });
+      await auditRecord(client, { actor: p.actor, source: p.source, action: p.enabled ? 'triggers.enable' : 'triggers.disable', target: `trigger:${p.id}` });
       await triggersNotify(client, 'trigger');
     }
     return { ...triggerView((await triggerGet(client, p.id))!), changed };
   });
 }
 
-export async function triggerRemove(pool: Pool, p: { id: number; actor: string }): Promise<{ id: number; kind: TriggerRow['kind'] }> {
+export async function triggerRemove(pool: Pool, p: { id: number; actor: string; source?: string }): Promise<{ id: number; kind: TriggerRow['kind'] }> {
   return withTransaction(pool, async (client) => {
     const t = await triggerGet(client, p.id);
     if (!t) throw notFound(`no trigger ${p.id}`);
     await triggerDelete(client, { id: p.id, kind: t.kind });
-    await auditRecord(client, { actor: p.actor, action: 'triggers.remove', target: `trigger:${p.id}`, detail: { kind: t.kind, template: t.template } });
+    await auditRecord(client, { actor: p.actor, source: p.source, action: 'triggers.remove', target: `trigger:${p.id}`, detail: { kind: t.kind, template: t.template } });
     return { id: p.id, kind: t.kind };
   });
 }
 
 /** `opschain admin reconcile`: wakes the leader's launch loop and releases every row it holds back. */
-export async function launchReconcile(pool: Pool, p: { actor: string }): Promise<{ woken: true }> {
+export async function launchReconcile(pool: Pool, p: { actor: string; source?: string }): Promise<{ woken: true }> {
   await withTransaction(pool, async (client) => {
-    await auditRecord(client, { actor: p.actor, action: 'admin.reconcile', target: 'launch-loop' });
+    await auditRecord(client, { actor: p.actor, source: p.source, action: 'admin.reconcile', target: 'launch-loop' });
     await triggersNotify(client, 'reconcile');
   });
   return { woken: true };

@@ -2,14 +2,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ROOT, runCli } from '../support/cli.js';
+import { ROOT } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
+import { runInProcess } from '../support/inproc.js';
 
 describe('opschain templates and triggers', () => {
   const db = useTestDatabase();
   const dir = mkdtempSync(join(tmpdir(), 'opschain-triggers-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  const cli = (args: string[]) => runCli([...args, '--database-url', db.current.url]);
+  const cli = (args: string[]) => runInProcess([...args, '--database-url', db.current.url]);
   const count = async (table: string) => (await db.current.pool.query(`SELECT count(*)::int AS n FROM ${table}`)).rows[0].n as number;
 
   it('puts versions, adds each kind of trigger, refuses bad input with exit 2 and writes nothing', async () => {

@@ -76,6 +76,7 @@ describe('every verb, through the store and through the HTTP API, answers the sa
 
   const hello = join(ROOT, 'examples', 'hello.yaml');
   const failing = join(ROOT, 'examples', 'failing.yaml');
+  const backup = join(ROOT, 'examples', 'nightly-backup.yaml');
   const rows: Row[] = [
     { args: ['pools', 'set', 'db', '3', '--json'] },
     { args: ['pools', 'list', '--json'] },
@@ -149,6 +150,26 @@ describe('every verb, through the store and through the HTTP API, answers the sa
     { args: ['admin', 'audit', '--since', 'soon', '--json'], code: 2 },
     { args: ['fleet', 'runners', 'remove', 'builder', '--reason', 'retired', '--json'] },
     { args: ['fleet', 'runners', 'remove', 'builder', '--json'], code: 3 },
+    { args: ['templates', 'put', backup, '--json'] },
+    { args: ['templates', 'put', backup, '--max-concurrent-runs', '1', '--daily-ceiling', '4', '--json'] },
+    { args: ['templates', 'put', failing, '--name', 'bad name', '--json'], code: 2 },
+    { args: ['templates', 'list', '--json'] },
+    { args: ['templates', 'show', 'nightly-backup', '--version', '1', '--json'] },
+    { args: ['templates', 'show', 'nosuch', '--json'], code: 3 },
+    { args: ['triggers', 'schedule', 'add', 'nightly-backup', '--cron', '0 2 * * *', '--tz', 'Europe/Berlin', '--catch-up', 'last', '--json'] },
+    { args: ['triggers', 'schedule', 'add', 'nightly-backup', '--cron', '61 2 * * *', '--json'], code: 2 },
+    { args: ['triggers', 'schedule', 'add', 'nightly-backup', '--cron', '0 2 * * *', '--tz', 'Mars/Olympus', '--json'], code: 2 },
+    { args: ['triggers', 'once', 'add', 'nightly-backup', '--at', '+1h', '--set', 'env.TARGET=replica', '--json'] },
+    { args: ['triggers', 'once', 'add', 'nightly-backup', '--at', 'tomorrow', '--json'], code: 2 },
+    { args: ['triggers', 'webhook', 'add', 'nightly-backup', '--map', 'env.TARGET=$.target', '--url', 'http://hooks.example', '--json'] },
+    { args: ['triggers', 'list', '--json'] },
+    { args: ['triggers', 'disable', '1', '--json'] },
+    { args: ['triggers', 'enable', '1', '--json'] },
+    { args: ['triggers', 'show', '1', '--json'] },
+    { args: ['triggers', 'show', '424242', '--json'], code: 3 },
+    { args: ['templates', 'remove', 'nightly-backup', '--json'], code: 4 },
+    { args: ['triggers', 'remove', '3', '--json'] },
+    { args: ['admin', 'reconcile', '--json'] },
   ];
 
   it.each(rows.map((r) => [(typeof r.args === 'function' ? r.args('store') : r.args).join(' '), r] as const))('%s', async (_name, row) => {

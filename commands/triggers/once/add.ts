@@ -1,9 +1,8 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../../src/cli/base.js';
-import { cliActor } from '../../../src/cli/runs.js';
-import { oneShotAdd, type TriggerView } from '../../../src/triggers/manage.js';
+import { OpsCommand } from '../../../src/cli/base.js';
+import type { TriggerView } from '../../../src/triggers/manage.js';
 
-export default class TriggersOnceAdd extends BaseCommand<typeof TriggersOnceAdd> {
+export default class TriggersOnceAdd extends OpsCommand<typeof TriggersOnceAdd> {
   static override args = { template: Args.string({ description: 'template to start a run of', required: true }) };
   static override description = 'Adds a one-shot: one run of the template at --at, an ISO time with its zone (2026-12-02T02:00:00Z), now, or +DURATION from now (+90s, +2h). It fires on the dot, from whichever replica leads.';
   static override enableJsonFlag = true;
@@ -16,7 +15,7 @@ export default class TriggersOnceAdd extends BaseCommand<typeof TriggersOnceAdd>
 
   async run(): Promise<TriggerView> {
     const { args, flags } = await this.parse(TriggersOnceAdd);
-    const t = await oneShotAdd(await this.store(), { template: args.template, at: flags.at, sets: flags.set, actor: cliActor() });
+    const t = await (await this.ops()).triggersOnceAdd({ template: args.template, at: flags.at, set: flags.set });
     if (!this.jsonEnabled()) this.log(`trigger ${t.id}: once at ${t.nextDueAt} of ${t.template}`);
     return t;
   }

@@ -1,9 +1,8 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../../src/cli/base.js';
-import { cliActor } from '../../../src/cli/runs.js';
-import { scheduleAdd, type TriggerView } from '../../../src/triggers/manage.js';
+import { OpsCommand } from '../../../src/cli/base.js';
+import type { TriggerView } from '../../../src/triggers/manage.js';
 
-export default class TriggersScheduleAdd extends BaseCommand<typeof TriggersScheduleAdd> {
+export default class TriggersScheduleAdd extends OpsCommand<typeof TriggersScheduleAdd> {
   static override args = { template: Args.string({ description: 'template to start runs of', required: true }) };
   static override description = `Adds a cron schedule: a run of the template at every tick of the expression, in --tz (default UTC). A bad expression, zone or --set value is refused with the reason (exit 2), and nothing is written.
 
@@ -24,7 +23,7 @@ export default class TriggersScheduleAdd extends BaseCommand<typeof TriggersSche
 
   async run(): Promise<TriggerView> {
     const { args, flags } = await this.parse(TriggersScheduleAdd);
-    const t = await scheduleAdd(await this.store(), { template: args.template, cron: flags.cron, tz: flags.tz, overlap: flags.overlap, catchUp: flags['catch-up'], sets: flags.set, actor: cliActor() });
+    const t = await (await this.ops()).triggersScheduleAdd({ template: args.template, cron: flags.cron, tz: flags.tz, overlap: flags.overlap, catchUp: flags['catch-up'], set: flags.set });
     if (!this.jsonEnabled()) this.log(`trigger ${t.id}: schedule ${t.cron} (${t.tz}) of ${t.template}; next due ${t.nextDueAt}`);
     return t;
   }

@@ -1,9 +1,8 @@
 import { Args, Flags } from '@oclif/core';
-import { BaseCommand } from '../../../src/cli/base.js';
-import { cliActor } from '../../../src/cli/runs.js';
-import { webhookAdd, type WebhookCreated } from '../../../src/triggers/manage.js';
+import { OpsCommand } from '../../../src/cli/base.js';
+import type { WebhookCreated } from '../../../src/triggers/manage.js';
 
-export default class TriggersWebhookAdd extends BaseCommand<typeof TriggersWebhookAdd> {
+export default class TriggersWebhookAdd extends OpsCommand<typeof TriggersWebhookAdd> {
   static override args = { template: Args.string({ description: 'template to start runs of', required: true }) };
   static override description = `Adds a signed webhook: every valid POST to its URL starts a run of the template. Prints the URL and the signing secret ONCE: no verb shows the secret again (remove the webhook and add a new one to rotate it).
 
@@ -13,14 +12,14 @@ Calls are signed with HMAC-SHA256 over "<timestamp>.<raw body>" (headers X-Opsch
   static override flags = {
     map: Flags.string({ description: 'KEY=$.path: set KEY of the run file from the JSON payload (repeatable)', multiple: true, default: [] }),
     set: Flags.string({ description: 'override a key of the template for these runs (repeatable)', multiple: true, default: [] }),
-    url: Flags.string({ description: 'the server URL senders reach (default: the local server\'s)' }),
+    url: Flags.string({ description: 'the server URL senders reach (default: --server, else the local server\'s)' }),
   };
   static override summary = 'Add a signed webhook';
 
   async run(): Promise<WebhookCreated & { url: string }> {
     const { args, flags } = await this.parse(TriggersWebhookAdd);
-    const t = await webhookAdd(await this.store(), { template: args.template, sets: flags.set, maps: flags.map, actor: cliActor() });
-    const base = (flags.url ?? this.localServerUrl() ?? '').replace(/\/+$/, '');
+    const t = await (await this.ops()).triggersWebhookAdd({ template: args.template, set: flags.set, map: flags.map });
+    const base = (flags.url ?? this.flags.server ?? this.localServerUrl() ?? '').replace(/\/+$/, '');
     const url = `${base}${t.path}`;
     if (!this.jsonEnabled()) {
       this.log(`trigger ${t.id}: webhook of ${t.template}`);
