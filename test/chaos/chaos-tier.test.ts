@@ -40,6 +40,7 @@ describe('chaos, short tier: a lost reply, a connection reset, a replica kill', 
     expect(await cluster.terminateConnections()).toBeGreaterThan(0);
 
     // A replica dies; a system-lane probe run on one of its shards measures how soon its work is offered again.
+    await waitFor(async () => (await cluster!.pool.query(`SELECT 1 FROM coordination_leases WHERE holder = $1 AND name LIKE 'shard:%' AND expires_at > now()`, [cluster!.replicas[1].id])).rowCount, { what: 'replica 1 owning shards', timeoutMs: 60_000 });
     await cluster.killReplica(1, 1_000);
     expect(cluster.reofferMs).toHaveLength(1);
 
