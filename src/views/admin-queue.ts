@@ -112,7 +112,7 @@ export interface TriggersQueueView {
 /** The aggregate queue view: `opschain admin queue --json`, `GET /api/admin/queue`, each NDJSON line of `--watch`. */
 export interface AdminQueueView {
   at: string;
-  postures: { halted: boolean; quiesced: boolean; reason: string | null; actor: string | null; since: string; drains: DrainView[] };
+  postures: { halted: boolean; quiesced: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: string; drains: DrainView[] };
   lanes: LaneView[];
   /** Per-lane counts are exact below this many ready entries and estimates beyond. */
   exactBound: number;
@@ -197,7 +197,7 @@ export function buildAdminQueue(s: AdminQueueSnapshot, opts: BuildOptions): Admi
     leader: s.leader?.replicaId === r.id,
   }));
 
-  const postures = { halted: s.posture.halted, quiesced: s.posture.quiesced, reason: s.posture.reason, acceptExceeding: opts.acceptExceeding };
+  const postures = { halted: s.posture.halted, quiesced: s.posture.quiesced, systemQuiesced: s.posture.systemQuiesced, reason: s.posture.reason, acceptExceeding: opts.acceptExceeding };
   const fleet = { runners: s.runners, outstandingByRun: s.outstandingByRun, runnerRuns: s.runnerRuns };
   const pools = new Map(s.pools.map((p) => [p.name, { limit: p.limit, held: p.held }]));
   const groups = new Map<VerdictCode, VerdictGroup>();
@@ -240,6 +240,7 @@ export function buildAdminQueue(s: AdminQueueSnapshot, opts: BuildOptions): Admi
     postures: {
       halted: s.posture.halted,
       quiesced: s.posture.quiesced,
+      systemQuiesced: s.posture.systemQuiesced,
       reason: s.posture.reason,
       actor: s.posture.actor,
       since: s.posture.since.toISOString(),
@@ -380,6 +381,7 @@ export function postureBanners(v: AdminQueueView): Array<{ text: string; tone: T
   const out: Array<{ text: string; tone: Tone }> = [];
   const p = v.postures;
   if (p.halted) out.push({ text: `PLATFORM HALTED${p.reason ? `: ${p.reason}` : ''}${p.actor ? ` (${p.actor})` : ''}`, tone: 'bad' });
+  if (p.systemQuiesced) out.push({ text: `SYSTEM QUIESCED${p.reason ? `: ${p.reason}` : ''}${p.actor ? ` (${p.actor})` : ''}`, tone: 'warn' });
   if (p.quiesced) out.push({ text: `FLEET QUIESCED${p.reason ? `: ${p.reason}` : ''}${p.actor ? ` (${p.actor})` : ''}`, tone: 'warn' });
   const runners = p.drains.filter((d) => d.kind === 'runner').length;
   const groups = p.drains.filter((d) => d.kind === 'group');

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { AdminStatus } from '../../src/coordination/status.js';
+import { postureBanners } from '../../src/views/admin-queue.js';
 import { ageText, shardRanges, statusRows, statusSummary } from '../../src/views/status.js';
+import { busyView } from '../tui/fixtures.js';
 
 describe('admin status view', () => {
   it('writes shard sets as ranges', () => {
@@ -41,5 +43,13 @@ describe('admin status view', () => {
       ['b-dead', 'dead', '0', ''],
     ]);
     expect(statusSummary(status)).toEqual(['leader: a-live (token 7)', 'shards owned: 3/64, unowned: 3-63', 'fleet posture: PLATFORM HALTED by ops since 2026-12-01T12:00:00.000Z until 2026-12-01T13:00:00.000Z: incident 42']);
+  });
+});
+
+describe('the admin queue banners', () => {
+  it('name a system quiesce between a halt and a fleet quiesce', () => {
+    const v = busyView();
+    v.postures = { ...v.postures, systemQuiesced: true, quiesced: true, reason: 'store upgrade', actor: 'cli:alice' };
+    expect(postureBanners(v).map((b) => b.text)).toEqual(['SYSTEM QUIESCED: store upgrade (cli:alice)', 'FLEET QUIESCED: store upgrade (cli:alice)']);
   });
 });
