@@ -11,6 +11,7 @@ import { tokenCreate } from '../src/store/tokens.js';
 import type { BenchArgs, ScenarioName, Sizes } from './args.js';
 import type { Baseline } from './baseline.js';
 import { consoleFigures } from './console.js';
+import { startupFigures } from './startup.js';
 import { triggerFigures } from './triggers.js';
 import { floorDrain, type FloorResult } from './floor.js';
 import { prequeue, readyCount } from './prequeue.js';
@@ -283,6 +284,8 @@ export class OpschainBench {
         return consoleFigures(this.env);
       case 'triggers':
         return triggerFigures(this.env, (label, replicas) => this.deploy(label, replicas));
+      case 'startup':
+        return startupFigures(this.env);
     }
   }
 

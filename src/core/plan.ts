@@ -10,6 +10,8 @@ export type PoolState = Map<string, { limit: number; held: number }>;
 export interface FleetRunner extends RunnerPosture {
   maxLoad: number;
   drained?: boolean;
+  /** Why it is drained (itself or through its group), when an operator said; shown by verdicts. */
+  drainReason?: string | null;
   /** false for a runner the registry marks offline (never counted); absent counts as online. */
   online?: boolean;
 }

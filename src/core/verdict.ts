@@ -79,7 +79,7 @@ export function verdict(entry: QueueEntry, fleet: VerdictFleet, postures: Postur
     if (!r || r.online === false) return { code: 'pinned_runner_gone', reason: `pinned runner ${r ? nameOf(r) : pinnedId} gone`, satisfiable: false, runner: r ? nameOf(r) : pinnedId };
     const gaps = placementGaps(entry.requirement, r);
     if (gaps.length) return { code: 'pinned_runner_mismatch', reason: `pinned runner ${nameOf(r)} does not match: ${gaps.join(', ')}`, satisfiable: false, runner: nameOf(r) };
-    if (isDrained(r, drains)) return { code: 'pinned_runner_busy', reason: `pinned runner ${nameOf(r)} busy: drained`, satisfiable: true, runner: nameOf(r) };
+    if (isDrained(r, drains)) return { code: 'pinned_runner_busy', reason: `pinned runner ${nameOf(r)} busy: drained${r.drainReason ? ` (${r.drainReason})` : ''}`, satisfiable: true, runner: nameOf(r) };
     const out = fleet.outstandingByRun?.get(entry.runId) ?? 0;
     if (out >= entry.maxParallel) return { code: 'pinned_runner_busy', reason: `pinned runner ${nameOf(r)} busy: run at max_parallel_steps (${out}/${entry.maxParallel})`, satisfiable: true, runner: nameOf(r) };
     const other = fleet.runnerRuns?.get(r.runnerId);
@@ -95,7 +95,7 @@ export function verdict(entry: QueueEntry, fleet: VerdictFleet, postures: Postur
     return { code: 'no_runner_matches', reason: `no runner matches: closest ${nameOf(closest.runner)} (${closest.gaps.join(', ')})`, satisfiable: false, runner: nameOf(closest.runner) };
   }
   const undrained = matching.filter((r) => !isDrained(r, drains));
-  if (undrained.length === 0) return { code: 'all_matches_drained', reason: `every matching runner drained (${list(matching)})`, satisfiable: true };
+  if (undrained.length === 0) return { code: 'all_matches_drained', reason: `every matching runner drained (${list(matching, true)})`, satisfiable: true };
   const up = undrained.filter((r) => r.online !== false);
   if (up.length === 0) return { code: 'all_matches_offline', reason: `every matching runner offline (${list(undrained)})`, satisfiable: true };
 
@@ -133,8 +133,9 @@ function headroom(r: VerdictRunner): string {
   return `${fmt(Math.max(0, free(r)))} of ${fmt(r.maxLoad)}`;
 }
 
-function list(rs: VerdictRunner[]): string {
-  const names = rs.map(nameOf).sort();
+/** Names in order, the first three shown; `why` adds each one's drain reason (`build-7: kernel update`). */
+function list(rs: VerdictRunner[], why = false): string {
+  const names = [...rs].sort((a, b) => (nameOf(a) < nameOf(b) ? -1 : nameOf(a) > nameOf(b) ? 1 : 0)).map((r) => (why && r.drainReason ? `${nameOf(r)}: ${r.drainReason}` : nameOf(r)));
   return names.length > 3 ? `${names.slice(0, 3).join(', ')} and ${names.length - 3} more` : names.join(', ');
 }
 

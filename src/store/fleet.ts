@@ -179,6 +179,8 @@ export interface FleetQueueSnapshot {
   outstandingByRun: Map<number, number>;
   runnerRuns: Map<string, number>;
   pools: PoolState;
+  /** step id → its name in the run file, so the queue shows names beside ids. */
+  stepNames?: Map<number, string>;
 }
 
 /** The whole queue, or (runId) one run's entries only, as `runs show` reads them. */
@@ -197,9 +199,12 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
   const outstandingByRun = await leasesOutstandingByRun(db, runIds);
   const runnerRuns = await runnerScopedRuns(db);
   const pools = await poolStateRead(db, [...new Set(ready.rows.flatMap((r) => r.pools as string[]))]);
+  const stepIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.step_id)))];
+  const names = stepIds.length ? (await db.query(`SELECT id, name FROM steps WHERE id = ANY($1::bigint[])`, [stepIds])).rows : [];
   let now: Date = ready.rows[0]?.db_now;
   if (!now) now = (await db.query(`SELECT now() AS now`)).rows[0].now;
   return {
+    stepNames: new Map(names.map((r) => [Number(r.id), r.name as string])),
     now,
     ready: ready.rows.map(mapEntry),
     readyTotal: Number(ready.rows[0]?.total ?? 0),

@@ -7,6 +7,8 @@ export type FleetQueueCode = VerdictCode | 'claimed' | 'leased';
 
 export interface FleetQueueEntry {
   stepId: number;
+  /** The step's name in its run file (null when the step row is gone). */
+  step: string | null;
   runId: number;
   attempt: number;
   state: 'ready' | 'leased';
@@ -53,6 +55,7 @@ export function buildFleetQueue(s: FleetQueueSnapshot, opts: { acceptExceeding: 
   const fleet = { runners: s.runners, outstandingByRun: s.outstandingByRun, runnerRuns: s.runnerRuns };
   const base = (e: FleetQueueSnapshot['ready'][number]) => ({
     stepId: e.stepId,
+    step: s.stepNames?.get(e.stepId) ?? null,
     runId: e.runId,
     attempt: e.attempt,
     lane: LANE_NAMES[e.lane],
@@ -116,7 +119,7 @@ export function formatWait(ms: number): string {
 /** Table rows for the CLI: step, run, attempt, lane, fair key, state, waiting, verdict. */
 export function fleetQueueRows(view: FleetQueueView): string[][] {
   return view.entries.map((e) => [
-    String(e.stepId),
+    e.step ? `${e.step} (${e.stepId})` : String(e.stepId),
     String(e.runId),
     String(e.attempt),
     e.lane,

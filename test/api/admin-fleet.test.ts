@@ -42,7 +42,7 @@ describe('the fleet admin API', () => {
     expect((await call('POST', '/api/fleet/drain', { runner: 'r-api' })).body.changed).toBe(false);
     const q = await call('GET', '/api/fleet/queue');
     expect(q.status).toBe(200);
-    expect(q.body.entries[0].verdict).toEqual({ code: 'all_matches_drained', reason: 'every matching runner drained (api-runner)', satisfiable: true, runner: null });
+    expect(q.body.entries[0].verdict).toEqual({ code: 'all_matches_drained', reason: 'every matching runner drained (api-runner: patch)', satisfiable: true, runner: null });
     expect((await call('POST', '/api/fleet/undrain', { runner: 'r-api' })).body).toMatchObject({ drained: false, changed: true });
     const limited = await call('GET', '/api/fleet/queue?limit=5');
     expect(limited.body).toMatchObject({ summary: { ready: 1 } });

@@ -73,7 +73,7 @@ describe('policy verbs', () => {
     expect(q.code).toBe(0);
     const entries = q.json().entries;
     expect(entries.map((e: any) => [e.stepId, e.state, e.verdict.code, e.verdict.reason])).toEqual([
-      [1, 'ready', 'all_matches_drained', 'every matching runner drained (builder)'],
+      [1, 'ready', 'all_matches_drained', 'every matching runner drained (builder: patching)'],
       [2, 'ready', 'no_runner_matches', 'no runner matches: closest builder (no label gpu)'],
     ]);
     await cli('pools', 'set', 'db', '0');

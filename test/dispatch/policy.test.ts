@@ -58,7 +58,7 @@ describe('dispatch policy through the runner protocol', () => {
     await fleetDrainSet(db.current.pool, { runner: solo.runnerId, drained: true, reason: 'patching', actor: 'test' });
     const { runId } = await submit('name: d\nsteps:\n  s: { run: "true", placement: { labels: [x-drain] } }\n');
     expect(await empty(solo)).toBe(true);
-    expect([...(await verdicts()).values()][0]).toMatchObject({ code: 'all_matches_drained', reason: 'every matching runner drained (drain-solo)' });
+    expect([...(await verdicts()).values()][0]).toMatchObject({ code: 'all_matches_drained', reason: 'every matching runner drained (drain-solo: patching)' });
 
     const member = await register('drain-member', { labels: ['x-drain'], group: 'racks' });
     await fleetDrainSet(db.current.pool, { group: 'racks', drained: true, actor: 'test' });
