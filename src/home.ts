@@ -1,6 +1,8 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { Conflict } from './errors.js';
+import { processStartTime } from './runner/step-records.js';
 
 /** `$OPSCHAIN_HOME`, default `~/.opschain`: where a machine's server leaves what other verbs need. */
 export function opschainHome(env: NodeJS.ProcessEnv = process.env): string {
@@ -61,4 +63,62 @@ export function readLocalSecret(home: string, name: string): string | undefined 
 export function writeLocalSecret(home: string, name: string, value: string): void {
   ensureHome(home);
   writeSecretFile(join(home, `${name}.token`), value + '\n');
+}
+
+export const serverLockPath = (home: string) => join(home, 'server.lock');
+
+interface HomeLock { pid: number; startTime: string | null }
+
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
+  } catch {
+    return false;
+  }
+}
+
+function lockHolderAlive(lock: HomeLock): boolean {
+  if (lock.pid === process.pid || isZombie(lock.pid)) return false;
+  const started = processStartTime(lock.pid);
+  // With /proc, a pid reused by another process since is not the holder; without it, the pid alone.
+  if (started !== null || lock.startTime !== null) return started !== null && started === lock.startTime;
+  try {
+    process.kill(lock.pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * One server per home: a second `server start` on a home whose server runs would stop that
+ * server's embedded PostgreSQL and, on its own exit, remove its server.json. The lock is a file
+ * created exclusively; a lock left by a dead process is taken over. Throws Conflict naming the
+ * running server's pid and URL. Returns the release function.
+ */
+export function homeLockAcquire(home: string): () => void {
+  ensureHome(home);
+  const file = serverLockPath(home);
+  const mine: HomeLock = { pid: process.pid, startTime: processStartTime(process.pid) };
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(file, JSON.stringify(mine) + '\n', { mode: 0o600, flag: 'wx' });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
+    }
+    const held = readJson<HomeLock>(file);
+    if (held && lockHolderAlive(held)) {
+      const rec = readServerRecord(home);
+      const url = rec && rec.pid === held.pid ? rec.url : 'its address not yet recorded';
+      throw new Conflict(`an opschain server already runs on the home ${home} (pid ${held.pid}, ${url}); stop it first, or give this one its own --home`, 'home_locked');
+    }
+    // Stale: its process is gone. Take it over (one retry of the exclusive create).
+    rmSync(file, { force: true });
+  }
+  return () => {
+    const now = readJson<HomeLock>(file);
+    if (now?.pid === process.pid) rmSync(file, { force: true });
+  };
 }

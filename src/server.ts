@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from './clock.js';
 import type { ServerConfig } from './config.js';
-import { clearServerRecord, readLocalSecret, writeLocalSecret, writeServerRecord } from './home.js';
+import { clearServerRecord, homeLockAcquire, readLocalSecret, writeLocalSecret, writeServerRecord } from './home.js';
 import { adminTokenOf } from './api/admin-auth.js';
 import { createHttpServer } from './api/http.js';
 import { Readiness, storeCheck } from './api/readiness.js';
@@ -85,8 +85,13 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
   const clock = opts.clock ?? systemClock;
   let embedded: EmbeddedStore | undefined;
   let databaseUrl = config.databaseUrl;
+  // One server per home: before anything of the home (its embedded store, server.json) is touched.
+  const unlockHome = opts.recordHome !== false ? homeLockAcquire(config.home) : () => {};
   if (!databaseUrl) {
-    embedded = await startEmbeddedStore({ home: config.home, log: (m) => log.info(m) });
+    embedded = await startEmbeddedStore({ home: config.home, log: (m) => log.info(m) }).catch((err) => {
+      unlockHome();
+      throw err;
+    });
     databaseUrl = embedded.url;
     log.info({ port: embedded.port, dataDir: embedded.dataDir }, 'embedded PostgreSQL is up');
   }
@@ -130,12 +135,14 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
         await pool.end().catch(() => {});
         if (opts.recordHome !== false) clearServerRecord(config.home);
         if (embedded) await embedded.stop();
+        unlockHome();
         log.info('stopped');
       })());
     return { ctx, url, databaseUrl, stop };
   } catch (err) {
     await pool.end().catch(() => {});
     if (embedded) await embedded.stop().catch(() => {});
+    unlockHome();
     throw err;
   }
 }
