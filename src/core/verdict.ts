@@ -6,6 +6,8 @@ import { fullPool, type FleetRunner, type PoolState } from './plan.js';
 /** A registered runner as the verdict reads it. */
 export interface VerdictRunner extends FleetRunner {
   runningLoad: number;
+  /** false when it has not polled within a poll window (the registry's `watch` state); absent counts as polling. */
+  polling?: boolean;
 }
 
 export interface VerdictFleet {
@@ -40,6 +42,7 @@ export const VERDICT_CODES = [
   'all_matches_offline',
   'all_matches_busy',
   'exceeds_max_load',
+  'no_runner_polling',
   'waiting_for_tick',
 ] as const;
 export type VerdictCode = (typeof VERDICT_CODES)[number];
@@ -61,7 +64,8 @@ const nameOf = (r: VerdictRunner) => r.runnerName || r.runnerId;
  * The first gate that holds a ready entry, in this order: halted, quiesced, pool full, pinned
  * runner gone / no longer matching / busy, no runner matches (naming the closest runner and what it
  * lacks), every match drained, every match offline, every match busy by load (naming the best
- * free headroom), exceeds max load, else waiting for a dispatch tick. Uses the same matcher, drain
+ * free headroom), exceeds max load, no matching runner polling within the window, else waiting for
+ * a dispatch tick. Uses the same matcher, drain
  * test, pool test and load rules as planDelivery, so what the queue view says is what dispatch does.
  */
 export function verdict(entry: QueueEntry, fleet: VerdictFleet, postures: Postures, pools: PoolState, pins: Map<number, string>): Verdict {
@@ -121,6 +125,11 @@ export function verdict(entry: QueueEntry, fleet: VerdictFleet, postures: Postur
     if (!isIdle(top)) {
       return { code: 'exceeds_max_load', reason: `exceeds max load: step load ${fmt(entry.load)} > largest max_load ${fmt(top.maxLoad)}; waits for ${nameOf(top)} to be idle`, satisfiable: true, runner: nameOf(top) };
     }
+  }
+  // Registered and not offline, but silent for a poll window: likely calling an old address.
+  const takers = couldFit.length > 0 ? couldFit : up;
+  if (takers.every((r) => r.polling === false)) {
+    return { code: 'no_runner_polling', reason: `no runner polling: no matching runner has polled within the poll window (${list(takers)})`, satisfiable: true };
   }
   return { code: 'waiting_for_tick', reason: 'waiting for a dispatch tick', satisfiable: true };
 }

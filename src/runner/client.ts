@@ -49,6 +49,11 @@ export interface ClientOptions {
   backoff?: BackoffPolicy;
   /** Bound on every call except acquire, whose bound is its wait plus this. */
   requestTimeoutMs?: number;
+  /**
+   * Where the servers are now, asked when calls fail (the address the local server recorded in
+   * the home: a restarted server may listen on a new port). Undefined: keep the list.
+   */
+  rediscover?: () => string[] | undefined;
   fetch?: typeof fetch;
 }
 
@@ -80,7 +85,7 @@ const TRANSIENT_STATUSES = new Set([429, 500, 502, 503, 504]);
  * back as a per-item result, and retries go on until the call's signal aborts.
  */
 export class RunnerClient {
-  private readonly servers: string[];
+  private servers: string[];
   private current = 0;
   private credential?: string;
   private readonly log: Logger;
@@ -100,6 +105,24 @@ export class RunnerClient {
     this.backoff = opts.backoff ?? DEFAULT_BACKOFF;
     this.timeoutMs = opts.requestTimeoutMs ?? 15_000;
     this.fetchImpl = opts.fetch ?? fetch;
+    this.rediscover = opts.rediscover;
+  }
+
+  private readonly rediscover?: () => string[] | undefined;
+
+  /** Takes a changed server list from rediscover(); true when calls should go elsewhere now. */
+  private moveIfRediscovered(): boolean {
+    let found: string[] | undefined;
+    try {
+      found = this.rediscover?.()?.map((s) => s.replace(/\/+$/, ''));
+    } catch {
+      found = undefined;
+    }
+    if (!found || found.length === 0 || found.join(',') === this.servers.join(',')) return false;
+    this.log.warn({ from: this.servers, to: found }, `runner protocol: the server's recorded address changed to ${found.join(', ')}; calling it there`);
+    this.servers = found;
+    this.current = 0;
+    return true;
   }
 
   /** The server calls go to now. */
@@ -207,6 +230,8 @@ export class RunnerClient {
         problem = describeTransportError(err);
       }
       failures++;
+      // The server may have restarted elsewhere: follow its recorded address at once.
+      if (this.moveIfRediscovered()) continue;
       const previous = server;
       if (this.servers.length > 1 && this.server === previous) {
         this.current = (this.current + 1) % this.servers.length;

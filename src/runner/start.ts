@@ -77,6 +77,11 @@ export function resolveWorkDir(given: string | undefined, home: string, name: st
   return dir;
 }
 
+function localServer(home: string): string[] | undefined {
+  const url = readServerRecord(home)?.url;
+  return url ? [url] : undefined;
+}
+
 /** Which servers to talk to: the flags, else OPSCHAIN_SERVER, else the server this machine runs. */
 export function resolveServers(settings: Pick<RunnerSettings, 'servers' | 'home' | 'env'>): string[] {
   const env = settings.env ?? process.env;
@@ -123,7 +128,9 @@ export async function prepareRunner(settings: RunnerSettings, log: Logger, signa
   const identityFile = identityPath(settings.home, name);
   mkdirSync(dirname(identityFile), { recursive: true, mode: 0o700 });
   const unlock = runnerLockAcquire(identityFile.replace(/\.json$/, '.lock'));
-  const client = new RunnerClient({ servers, log });
+  // Servers found through the home's server.json are looked up there again when calls fail.
+  const fromHome = settings.servers.length === 0 && !env.OPSCHAIN_SERVER;
+  const client = new RunnerClient({ servers, log, rediscover: fromHome ? () => localServer(settings.home) : undefined });
   const registrationToken = settings.registrationToken || env.OPSCHAIN_REGISTRATION_TOKEN || readLocalSecret(settings.home, 'registration');
   try {
     const { identity, registered } = await ensureIdentity({

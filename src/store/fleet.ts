@@ -43,6 +43,7 @@ const mapRunner = (r: any): FleetRunnerRow => ({
   groupDrained: r.group_drained,
   drainReason: r.drained ? r.drain_reason : r.group_drained ? r.group_drain_reason : null,
   online: r.state !== 'offline',
+  polling: r.state === 'online',
   state: r.state,
   site: r.site,
   maxParallelSteps: r.max_parallel_steps,

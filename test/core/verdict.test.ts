@@ -94,6 +94,13 @@ describe('verdict', () => {
       reason: 'exceeds max load: step load 16 > largest max_load 8 (m), accept_exceeding off',
       satisfiable: false,
     });
+    const silent = [runner({ runnerId: 'q1', polling: false }), runner({ runnerId: 'q2', polling: false })];
+    expect(verdict(entry({}), { runners: silent }, open, new Map(), new Map())).toMatchObject({
+      code: 'no_runner_polling',
+      reason: 'no runner polling: no matching runner has polled within the poll window (q1, q2)',
+      satisfiable: true,
+    });
+    expect(verdict(entry({}), { runners: [...silent, runner({ runnerId: 'q3' })] }, open, new Map(), new Map()).code).toBe('waiting_for_tick');
     expect(verdict(entry({}), { runners: fleet }, open, new Map(), new Map())).toMatchObject({ code: 'waiting_for_tick', reason: 'waiting for a dispatch tick' });
   });
 

@@ -64,6 +64,17 @@ describe('runner protocol client', () => {
     expect(a.callsTo('logs')).toHaveLength(3);
   });
 
+  it('when calls fail, a client whose server came from the home follows the address recorded there now', async () => {
+    const dead = await deadUrl();
+    const moved = await api();
+    let recorded = dead;
+    const client = new RunnerClient({ servers: [dead], credential: 'c', log, backoff: fast, rediscover: () => [recorded] });
+    recorded = `${moved.url}/`;
+    expect(await client.renew([{ step_id: 1, token: 't1' }])).toEqual([{ step_id: 1, ok: true }]);
+    expect(client.server).toBe(moved.url);
+    expect(moved.callsTo('renew')).toHaveLength(1);
+  });
+
   it('503 and dropped connections are retried until the server answers', async () => {
     const a = await api();
     a.failNext('renew', { status: 503, error: "store unavailable: connection refused (this server's readiness check 'store' is failing; retry)" }, 'drop-before', { status: 503, error: 'store unavailable: x' });
