@@ -75,8 +75,11 @@ describe.skipIf(!TMUX)('the console in a real terminal', () => {
   const db = useTestDatabase();
   let fleet: Fleet;
   let term: Terminal;
+  let runner: ReturnType<Fleet['runner']> | undefined;
   afterAll(async () => {
     term?.kill();
+    // A clean stop first: the runner stops its step (no grace) instead of leaving it behind.
+    await runner?.stop('SIGTERM');
     await fleet?.stopAll();
     fleet?.cleanup();
   });
@@ -85,9 +88,9 @@ describe.skipIf(!TMUX)('the console in a real terminal', () => {
     fleet = new Fleet(db.current.pool, db.current.url);
     await fleet.startServer({ leaseTtlMs: 120_000 });
     const second = await fleet.startServer({ leaseTtlMs: 120_000 });
-    const runner = fleet.runner('tmux-a');
+    runner = fleet.runner('tmux-a', ['--grace', '1s']);
     const runnerId = await fleet.ready(runner);
-    const runId = await fleet.submit({ name: 'deploy-web', project: 'acme', target: 'acme/prod/web', steps: { build: { run: 'sleep 300' }, gpu: { run: 'true', placement: { labels: ['gpu'] } } } });
+    const runId = await fleet.submit({ name: 'deploy-web', project: 'acme', target: 'acme/prod/web', steps: { build: { run: 'sleep 120' }, gpu: { run: 'true', placement: { labels: ['gpu'] } } } });
     await waitFor(async () => (await db.current.pool.query(`SELECT 1 FROM scheduler_job_leases WHERE run_id = $1 AND runner_id IS NOT NULL`, [runId])).rowCount, { what: 'a delivered lease' });
     // Both replicas hold shards before the dashboard opens.
     await waitFor(async () => (await db.current.pool.query(`SELECT count(DISTINCT holder)::int AS n FROM coordination_leases WHERE name LIKE 'shard:%'`)).rows[0].n === 2, { what: 'shards on two replicas' });
