@@ -244,12 +244,17 @@ async function deliveriesPass(deps: LaunchDeps, report: LaunchReport, at: Date, 
     return claimed.length;
   });
   report.claimed.deliveries += n;
+  let held = 0;
   if (n >= deps.timing.batch) report.capped = true;
   else {
     // What is left due belongs to disabled webhooks: hold it until housekeeping settles it.
-    for (const id of await deliveriesOfDisabled(deps.pool, { now, limit: 1000 })) deps.holds.deliveries.set(id, at.getTime() + deps.timing.discoveryIntervalMs);
+    for (const id of await deliveriesOfDisabled(deps.pool, { now, limit: 1000 })) {
+      deps.holds.deliveries.set(id, at.getTime() + deps.timing.discoveryIntervalMs);
+      held++;
+    }
   }
-  return n > 0;
+  // Newly held rows change what the probe sees: look again at once rather than after a short wait.
+  return n > 0 || held > 0;
 }
 
 async function schedulesPass(deps: LaunchDeps, report: LaunchReport, at: Date, now: Date | undefined, halted: boolean): Promise<boolean> {

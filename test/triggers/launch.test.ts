@@ -7,7 +7,8 @@ import { withTransaction, type Pool } from '../../src/store/pool.js';
 import { postureSet } from '../../src/store/posture.js';
 import { LAUNCH_PROBE_SQL } from '../../src/store/triggers.js';
 import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce, type LaunchDeps, type LaunchReport } from '../../src/triggers/launch.js';
-import { oneShotAdd, scheduleAdd, templatePut, triggerShow } from '../../src/triggers/manage.js';
+import { housekeepingOnce } from '../../src/triggers/feature.js';
+import { oneShotAdd, scheduleAdd, templatePut, triggerEnable, triggerShow, webhookAdd } from '../../src/triggers/manage.js';
 import { useTestDatabase } from '../support/db.js';
 
 const log = createLogger('silent', { pretty: false });
@@ -263,6 +264,50 @@ describe('the launch loop, pass by pass', () => {
     d.holds.releaseTemplate('t');
     const third = await drain(d, at(first, 61_000));
     expect(third.flatMap((p) => p.fired).map((f) => f.triggerId)).toEqual([queue.id]);
+  });
+
+  it('a schedule tick already in the ledger is recorded as deduplicated and not fired again', async () => {
+    await templatePut(pool, { text: TEMPLATE('t'), actor: 'test' });
+    const s = await scheduleAdd(pool, { template: 't', cron: '* * * * *', overlap: 'allow', actor: 'test' });
+    const first = new Date(s.nextDueAt!);
+    const d = deps(pool);
+    expect((await drain(d, first)).flatMap((p) => p.fired)).toHaveLength(1);
+    // The schedule's row is put back to the tick it already fired (a restore from backup, a hand edit).
+    await pool.query(`UPDATE schedules SET next_due_at = $2 WHERE id = $1`, [s.id, first]);
+    const again = await drain(d, at(first, 1_000));
+    expect(again.flatMap((p) => p.fired)).toEqual([]);
+    const ticks = (await triggerShow(pool, { id: s.id })).ticks.reverse();
+    expect(ticks.map((t) => [t.outcome, t.dueAt])).toEqual([
+      ['fired', first.toISOString()],
+      ['deduplicated', first.toISOString()],
+    ]);
+    expect(ticks[1].detail).toBe('this tick was already recorded');
+    expect((await pool.query(`SELECT count(*)::int AS n FROM runs`)).rows[0].n).toBe(1);
+  });
+
+  it('housekeeping settles the pending deliveries of a disabled webhook and prunes history past the retention', async () => {
+    await templatePut(pool, { text: TEMPLATE('t'), actor: 'test' });
+    const hook = await webhookAdd(pool, { template: 't', actor: 'test' });
+    await pool.query(`INSERT INTO webhook_deliveries (webhook_id, delivery_key, signature, payload) VALUES ($1, 'a', 's1', '{}'), ($1, 'b', 's2', '{}')`, [hook.id]);
+    // Disabled behind the verb's back (the verb settles at once): the loop holds them, housekeeping settles them.
+    await pool.query(`UPDATE webhooks SET enabled = false WHERE id = $1`, [hook.id]);
+    const d = deps(pool);
+    const pass = await drain(d, at(base, 60_000));
+    expect(pass.flatMap((p) => p.fired)).toEqual([]);
+    expect(d.holds.deliveries.size).toBe(2);
+    expect(pass.at(-1)!.sleepMs).toBe(2_000);
+    const old = await oneShotAdd(pool, { template: 't', at: base.toISOString(), actor: 'test' });
+    await drain(d, base);
+    await pool.query(`UPDATE trigger_ticks SET recorded_at = now() - interval '40 days' WHERE trigger_id = $1`, [old.id]);
+    expect(await housekeepingOnce({ pool, log, retentionMs: 30 * 86_400_000 })).toEqual({ settled: 2, deliveriesPruned: 0, ticksPruned: 1 });
+    const { rows } = await pool.query(`SELECT status, detail FROM webhook_deliveries WHERE webhook_id = $1`, [hook.id]);
+    expect(rows).toEqual([
+      { status: 'settled', detail: 'webhook disabled before the delivery fired' },
+      { status: 'settled', detail: 'webhook disabled before the delivery fired' },
+    ]);
+    // Enabling it again does not revive settled deliveries.
+    await triggerEnable(pool, { id: hook.id, enabled: true, actor: 'test' });
+    expect((await drain(deps(pool), at(base, 120_000))).flatMap((p) => p.fired)).toEqual([]);
   });
 
   it('a schedule behind by several ticks fires the latest and records the rest by its catch-up policy', async () => {
