@@ -6,7 +6,7 @@ import type { Ops } from '../ops/index.js';
 import { httpOps } from '../ops/http-transport.js';
 import { storeOps } from '../ops/store-transport.js';
 import { createPool, type Pool } from '../store/pool.js';
-import { Invalid } from '../errors.js';
+import { Invalid, Unavailable } from '../errors.js';
 import { asDomainError, EXIT, EXIT_CODES } from './errors.js';
 import { cliActor } from './runs.js';
 
@@ -41,7 +41,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     if (process.env.DATABASE_URL) return this.remember(process.env.DATABASE_URL, 'DATABASE_URL');
     const recorded = readStoreRecord(this.home)?.databaseUrl;
     if (recorded) return this.remember(recorded, `the local server's record in OPSCHAIN_HOME ${this.home}`);
-    throw new Invalid(`no store found: start one with 'opschain server start' (it records its store in ${this.home}), or pass --database-url or --server`, 'no_store');
+    throw new Unavailable(`no store found: start one with 'opschain server start' (it records its store in ${this.home}), or pass --database-url, or --server to go through a server`, 'no_store');
   }
 
   private remember(url: string, from: string): string {

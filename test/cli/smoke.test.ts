@@ -37,9 +37,9 @@ describe('the opschain binary', () => {
     expect(runs.bytes).toBeGreaterThan(0);
   });
 
-  it('a verb with no store anywhere says how to get one, exit 2', async () => {
+  it('a verb with no store anywhere says how to get one, exit 5', async () => {
     const r = await runCli(['db', 'status', '--json'], { OPSCHAIN_HOME: join(home, 'empty'), DATABASE_URL: '', OPSCHAIN_DATABASE_URL: '' });
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(5);
     expect(JSON.parse(r.stdout).error.code).toBe('no_store');
   });
 
