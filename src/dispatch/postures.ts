@@ -145,7 +145,7 @@ export async function postureExpireOnce(pool: Pool, p: { actor: string }): Promi
         action: action.off,
         target: action.target,
         source: 'until',
-        detail: { posture: h.posture, expired: true, until: h.until!.toISOString(), held_by: h.actor, held_reason: h.reason, held_since: h.since.toISOString() },
+        detail: { posture: h.posture, reason: `--until ${h.until!.toISOString()} passed`, expired: true, until: h.until!.toISOString(), held_by: h.actor, held_reason: h.reason, held_since: h.since.toISOString() },
       });
     }
     return due;

@@ -91,7 +91,7 @@ describe('postures: reason, actor, until, and what each one holds', () => {
     const lift = rows[2];
     expect(lift.actor).toBe(`leader:${server.ctx.replicaId}`);
     expect(lift.source).toBe('until');
-    expect(lift.detail).toMatchObject({ posture: 'quiesced', expired: true, held_by: 'cli:carol', held_reason: 'deploy' });
+    expect(lift.detail).toMatchObject({ posture: 'quiesced', reason: `--until ${lift.detail.until} passed`, expired: true, held_by: 'cli:carol', held_reason: 'deploy' });
     // Lifted at or after its time by the store's clock, never before.
     expect(new Date(lift.at).getTime()).toBeGreaterThanOrEqual(new Date(lift.detail.until).getTime());
     expect((await pool().query('SELECT count(*)::int AS n FROM posture_holds')).rows[0].n).toBe(0);
