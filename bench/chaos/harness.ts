@@ -130,6 +130,8 @@ export interface Counters {
   submittedRuns: number;
   submittedSteps: number;
   retriedRuns: number;
+  /** Replica starts that exited before ready (a store fault during start) and were started again. */
+  replicaStartRetries: number;
   faults: Record<string, number>;
   skipped: string[];
 }
@@ -140,7 +142,7 @@ export class ChaosCluster {
   readonly runners: RunnerSlot[] = [];
   readonly side: string;
   readonly historyDir: string;
-  readonly counters: Counters = { submittedRuns: 0, submittedSteps: 0, retriedRuns: 0, faults: {}, skipped: [] };
+  readonly counters: Counters = { submittedRuns: 0, submittedSteps: 0, retriedRuns: 0, replicaStartRetries: 0, faults: {}, skipped: [] };
   readonly reofferMs: number[] = [];
   private registration = '';
   private stopped = false;
@@ -197,7 +199,24 @@ export class ChaosCluster {
     return u.toString();
   }
 
+  /**
+   * Starts a replica as a supervisor would: a server that exits during its start (the store
+   * unreachable or its connection terminated mid-migration) is started again, up to three times.
+   */
   async startReplica(i: number, extraEnv: NodeJS.ProcessEnv = {}): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.startReplicaOnce(i, extraEnv);
+      } catch (err) {
+        if (attempt >= 3 || this.replicas[i].proc?.running) throw err;
+        this.counters.replicaStartRetries++;
+        this.opts.log(`replica ${i} exited during its start (${(err as Error).message.slice(0, 200)}); starting it again`);
+        await sleep(1_000);
+      }
+    }
+  }
+
+  private async startReplicaOnce(i: number, extraEnv: NodeJS.ProcessEnv): Promise<void> {
     const r = this.replicas[i];
     r.boots++;
     r.id = `chaos-${i}-${r.boots}-${randomBytes(2).toString('hex')}`;

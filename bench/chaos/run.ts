@@ -221,6 +221,7 @@ async function main(): Promise<number> {
     `store                 PostgreSQL ${pg.version}${pg.embedded ? ' (embedded)' : ''}`,
     `workload              ${cluster.counters.submittedRuns} runs (DAGs, fan-outs, pooled, pinned), ${cluster.counters.submittedSteps} steps, ${cluster.counters.retriedRuns} run retries after runner_lost`,
     `faults applied        ${faultsApplied}`,
+    `replica restarts      ${cluster.counters.replicaStartRetries} start(s) that exited on a store fault and were started again`,
     ...cluster.counters.skipped.map((s) => `skipped               ${s}`),
     `re-offer samples      ${report.reoffer.samplesMs.map((ms) => `${(ms / 1000).toFixed(1)}s`).join(', ') || 'none'}`,
     `wall time             ${((Date.now() - started) / 1000).toFixed(0)}s`,
