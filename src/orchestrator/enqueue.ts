@@ -2,23 +2,42 @@ import { classify } from '../core/classify.js';
 import { classificationInputs } from '../store/classification.js';
 import type { PoolClient } from '../store/pool.js';
 import { queueEnqueue } from '../store/queue.js';
-import type { RunRow, StepRow } from '../store/runs.js';
+import { runsGet, type RunRow, type StepRow } from '../store/runs.js';
 
 /**
  * Classifies ready steps of one run (at their current attempt) and puts them on the queue.
  * Idempotent per (step, attempt) through queueEnqueue; returns the step ids actually queued.
  */
 export async function enqueueReadySteps(client: PoolClient, run: RunRow, steps: StepRow[]): Promise<number[]> {
+  return enqueueSteps(client, [run], steps);
+}
+
+/**
+ * Ready steps of any number of runs (those a group of completions freed): the runs read once,
+ * classification inputs once per project and target, one enqueue statement for all.
+ */
+export async function enqueueFreedSteps(client: PoolClient, steps: StepRow[]): Promise<number[]> {
   if (steps.length === 0) return [];
-  const inputs = await classificationInputs(client, { project: run.project, target: run.target });
-  const runInput = { project: run.project, priority: run.priority, scope: run.scope, maxParallelSteps: run.maxParallelSteps, placement: run.placement, target: run.target };
-  return queueEnqueue(
-    client,
-    steps.map((s) => ({
+  return enqueueSteps(client, await runsGet(client, [...new Set(steps.map((s) => s.runId))]), steps);
+}
+
+async function enqueueSteps(client: PoolClient, runs: RunRow[], steps: StepRow[]): Promise<number[]> {
+  if (steps.length === 0) return [];
+  const byId = new Map(runs.map((r) => [r.id, r]));
+  const inputs = new Map<string, Awaited<ReturnType<typeof classificationInputs>>>();
+  const items = [];
+  for (const s of steps) {
+    const run = byId.get(s.runId);
+    if (!run) continue;
+    const key = JSON.stringify([run.project, run.target]);
+    if (!inputs.has(key)) inputs.set(key, await classificationInputs(client, { project: run.project, target: run.target }));
+    const runInput = { project: run.project, priority: run.priority, scope: run.scope, maxParallelSteps: run.maxParallelSteps, placement: run.placement, target: run.target };
+    items.push({
       stepId: s.id,
       runId: run.id,
       attempt: s.attempt,
-      ...classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...inputs }),
-    })),
-  );
+      ...classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...inputs.get(key)! }),
+    });
+  }
+  return queueEnqueue(client, items);
 }

@@ -5,7 +5,6 @@ import type { PoolClient } from '../store/pool.js';
 import {
   runCauseSet,
   runFinish,
-  runGet,
   runnerName,
   runOpenRecount,
   runProgress,
@@ -21,10 +20,9 @@ import {
   stepsStart,
   stepsFinish,
   type RunRow,
-  type StepRow,
 } from '../store/runs.js';
 import type { OrchestratorHooks, StepOutcome } from './contract.js';
-import { enqueueReadySteps } from './enqueue.js';
+import { enqueueFreedSteps } from './enqueue.js';
 
 /**
  * Ends the run once nothing of it is pending, ready or running: error if any step ended in
@@ -94,14 +92,7 @@ async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Prom
   for (const s of finished) closed.set(s.runId, (closed.get(s.runId) ?? 0) + 1);
 
   const freed = await stepsReleaseAfter(client, finished.filter((s) => s.status === 'succeeded' && s.dependents > 0).map((s) => ({ runId: s.runId, name: s.name })));
-  if (freed.length > 0) {
-    const byRun = new Map<number, StepRow[]>();
-    for (const s of freed) byRun.set(s.runId, [...(byRun.get(s.runId) ?? []), s]);
-    for (const [runId, steps] of byRun) {
-      const run = await runGet(client, runId);
-      if (run) await enqueueReadySteps(client, run, steps);
-    }
-  }
+  await enqueueFreedSteps(client, freed);
   const pinLost: Array<{ runId: number; runnerId: string }> = [];
   for (const step of finished.filter((s) => s.status !== 'succeeded')) {
     const o = outcomeOf.get(step.id)!;

@@ -166,6 +166,13 @@ export async function runsInsertQueued(db: Db, runs: RunToQueue[]): Promise<Map<
   return out;
 }
 
+/** Several runs in one read (unlocked). */
+export async function runsGet(db: Db, runIds: number[]): Promise<RunRow[]> {
+  if (runIds.length === 0) return [];
+  const { rows } = await db.query(`SELECT * FROM runs WHERE id = ANY($1::bigint[])`, [runIds]);
+  return rows.map(mapRun);
+}
+
 export async function runGet(db: Db, runId: number): Promise<RunRow | null> {
   const { rows } = await db.query(`SELECT * FROM runs WHERE id = $1`, [runId]);
   return rows[0] ? mapRun(rows[0]) : null;
