@@ -52,8 +52,12 @@ function signalGroup(pid: number | undefined, sig: NodeJS.Signals): void {
  */
 export const STEP_COOKIE_VAR = 'OPSCHAIN_STEP_COOKIE';
 
-/** Pids whose environment holds `cookie` (Linux /proc; none elsewhere or when unreadable). */
-export function pidsWithCookie(cookie: string): number[] {
+/**
+ * Pids whose environment holds `cookie` (Linux /proc; none elsewhere or when unreadable). With
+ * `after` (the step's shell), only processes with a higher pid are read — every process the step
+ * started was created after its shell — unless pids have wrapped around since, then all.
+ */
+export function pidsWithCookie(cookie: string, after = 0): number[] {
   let entries: string[];
   try {
     entries = readdirSync('/proc');
@@ -61,9 +65,11 @@ export function pidsWithCookie(cookie: string): number[] {
     return [];
   }
   const needle = Buffer.from(`${STEP_COOKIE_VAR}=${cookie}\0`);
+  const pids = entries.filter((e) => /^[0-9]+$/.test(e)).map(Number);
+  const wrapped = after > 0 && lastPid() < after;
   const out: number[] = [];
-  for (const e of entries) {
-    if (!/^[0-9]+$/.test(e) || Number(e) === process.pid) continue;
+  for (const e of pids) {
+    if (e === process.pid || (after > 0 && !wrapped && e <= after)) continue;
     try {
       if (readFileSync(`/proc/${e}/environ`).includes(needle)) out.push(Number(e));
     } catch {
@@ -73,8 +79,17 @@ export function pidsWithCookie(cookie: string): number[] {
   return out;
 }
 
-function signalCookie(cookie: string, sig: NodeJS.Signals): void {
-  for (const pid of pidsWithCookie(cookie)) {
+/** The pid the kernel handed out last (/proc/loadavg); 0 when unknown, which reads as wrapped. */
+function lastPid(): number {
+  try {
+    return Number(readFileSync('/proc/loadavg', 'utf8').trim().split(' ')[4]) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+function signalCookie(cookie: string, sig: NodeJS.Signals, after?: number): void {
+  for (const pid of pidsWithCookie(cookie, after)) {
     try {
       process.kill(pid, sig);
     } catch {
@@ -117,10 +132,10 @@ export function execute(req: ExecRequest): Execution {
     if (killCause !== null) return;
     killCause = cause;
     signalGroup(pid, 'SIGTERM');
-    signalCookie(cookie, 'SIGTERM');
+    signalCookie(cookie, 'SIGTERM', pid);
     killTimer = setTimeout(() => {
       signalGroup(pid, 'SIGKILL');
-      signalCookie(cookie, 'SIGKILL');
+      signalCookie(cookie, 'SIGKILL', pid);
     }, killGraceMs);
   };
 
@@ -145,7 +160,7 @@ export function execute(req: ExecRequest): Execution {
       // Whatever the shell left behind in its group (background jobs), or in a session of its
       // own, ends with it; their output already in the pipes is still read.
       signalGroup(pid, 'SIGKILL');
-      signalCookie(cookie, 'SIGKILL');
+      signalCookie(cookie, 'SIGKILL', pid);
       const cut = setTimeout(() => {
         child.stdout.destroy();
         child.stderr.destroy();
