@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
     globalSetup: ['test/support/global-setup.ts'],
+    setupFiles: ['test/support/fast-check-seed.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: 'forks',
