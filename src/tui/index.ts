@@ -24,6 +24,9 @@ export async function runConsole(opts: ConsoleOptions): Promise<void> {
   const stdin = opts.stdin ?? process.stdin;
   try {
     if (opts.mode === 'auto' && stdout.isTTY && stdin.isTTY) {
+      // Ink draws only the final frame when CI or CONTINUOUS_INTEGRATION is set (read once, when
+      // it is first imported); both ends are terminals a person is watching, so draw live.
+      for (const key of ['CI', 'CONTINUOUS_INTEGRATION']) if (key in process.env) process.env[key] = 'false';
       const { runDashboard } = await import('./dashboard.js');
       await runDashboard({ source: opts.source, intervalMs: opts.intervalMs, limit: opts.limit, stdout, stdin });
     } else {
