@@ -75,3 +75,17 @@ export function visibleControls(text: string): string {
 export function oneLine(text: string): string {
   return visibleControls(text).replace(/\n/g, '\\n').replace(/\t/g, ' ');
 }
+
+/** The longest prefix of text whose UTF-8 encoding fits in max bytes, never splitting a character. */
+export function prefixWithinBytes(text: string, max: number): string {
+  let bytes = 0;
+  let i = 0;
+  while (i < text.length) {
+    const code = text.codePointAt(i)!;
+    const width = code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
+    if (bytes + width > max) break;
+    bytes += width;
+    i += code >= 0x10000 ? 2 : 1;
+  }
+  return text.slice(0, i);
+}

@@ -1,3 +1,4 @@
+import { systemClock } from '../clock.js';
 import type { Ops, OpsOutput } from './index.js';
 
 type RunViewWire = OpsOutput<'runsShow'>;
@@ -5,18 +6,6 @@ type LogPage = OpsOutput<'runsLogs'>;
 
 /** How long a follower parks per log read; the server caps it at LOGS_MAX_WAIT_MS. */
 export const FOLLOW_WAIT_MS = 20_000;
-
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
 
 /**
  * Looks at the run through either transport until it ends (or `signal` aborts), handing each look
@@ -27,7 +16,7 @@ export async function followRun(ops: Ops, id: number, opts: { intervalMs?: numbe
     const view = await ops.runsShow({ id, verdicts: false });
     opts.onView(view);
     if (view.status !== 'running' || opts.signal?.aborted) return view;
-    await sleep(opts.intervalMs ?? 500, opts.signal);
+    await systemClock.sleep(opts.intervalMs ?? 500, opts.signal);
   }
 }
 

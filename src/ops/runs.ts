@@ -1,3 +1,4 @@
+import { systemClock } from '../clock.js';
 import { queuedStepVerdicts } from '../dispatch/queued-verdicts.js';
 import { Invalid } from '../errors.js';
 import { runCancel, type RunCancelled } from '../orchestrator/cancel.js';
@@ -72,17 +73,6 @@ function decodeCursor(cursor: string | undefined): Map<number, number> {
 
 const encodeCursor = (after: Map<number, number>) => [...after].map(([s, id]) => `${s}:${id}`).join(',');
 
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
-
 /**
  * `runs logs`: a page of the run's log lines after `after`. With `waitMs`, a page that would be
  * empty while the run is still running waits (a long poll) until a line comes, the run ends or
@@ -104,7 +94,7 @@ export async function runsLogs(ctx: OpsContext, p: { id: number; step?: string; 
     if (lines.length > 0 || status !== 'running' || Date.now() >= deadline || ctx.signal?.aborted) {
       return { lines: lines.map(logLineView), cursor: encodeCursor(after), status, more: lines.length === limit };
     }
-    await sleep(Math.min(LOGS_POLL_MS, Math.max(0, deadline - Date.now())), ctx.signal);
+    await systemClock.sleep(Math.min(LOGS_POLL_MS, Math.max(0, deadline - Date.now())), ctx.signal);
     // The status is read before the lines, so the lines written before it finished are all seen.
     status = (await runGet(ctx.pool, id))?.status ?? status;
   }

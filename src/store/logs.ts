@@ -1,4 +1,4 @@
-import { oneLine, storableText } from '../core/bounds.js';
+import { oneLine, prefixWithinBytes, storableText } from '../core/bounds.js';
 import type { Pool, PoolClient } from './pool.js';
 
 type Db = Pool | PoolClient;
@@ -77,20 +77,6 @@ function formatBytes(n: number): string {
   if (n % (1024 * 1024) === 0) return `${n / (1024 * 1024)} MiB`;
   if (n % 1024 === 0) return `${n / 1024} KiB`;
   return `${n} bytes`;
-}
-
-/** The longest prefix of text whose UTF-8 encoding fits in max bytes, never splitting a character. */
-function prefixWithinBytes(text: string, max: number): string {
-  let bytes = 0;
-  let i = 0;
-  while (i < text.length) {
-    const code = text.codePointAt(i)!;
-    const width = code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
-    if (bytes + width > max) break;
-    bytes += width;
-    i += code >= 0x10000 ? 2 : 1;
-  }
-  return text.slice(0, i);
 }
 
 /**
