@@ -1,16 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from './clock.js';
 import type { ServerConfig } from './config.js';
 import { clearServerRecord, homeLockAcquire, readLocalSecret, writeLocalSecret, writeServerRecord } from './home.js';
 import { adminTokenOf } from './api/admin-auth.js';
 import { createHttpServer } from './api/http.js';
 import { Readiness, storeCheck } from './api/readiness.js';
-import type { DispatchDeps } from './dispatch/deps.js';
 import type { Logger } from './logger.js';
-import type { LoopHandle } from './loop.js';
 import { startEmbeddedStore, type EmbeddedStore } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
 import { createPool, type Pool } from './store/pool.js';
@@ -18,43 +15,8 @@ import { replicaRegister, replicaSetAddress, replicaStop } from './store/replica
 import { tokenCreate } from './store/tokens.js';
 import { VERSION } from './version.js';
 
-/** Which shards this replica may dispatch now, and whether it leads; the coordination loop keeps it current. */
-export interface ShardOwnership {
-  owned(): number[];
-  isLeader(): boolean;
-  /** Sites that have at least one live, unquiesced replica. */
-  liveSites(): Set<string>;
-  /** False while this replica is quiesced: it claims nothing and answers parked polls empty. */
-  inMembership(): boolean;
-}
-
-/** A lone replica before coordination runs: owns every shard. */
-export function soleOwnership(): ShardOwnership {
-  const all = Array.from({ length: 64 }, (_, i) => i);
-  return { owned: () => all, isLeader: () => true, liveSites: () => new Set(), inMembership: () => true };
-}
-
-/** Everything a feature of one replica needs; features register routes and loops through it. */
-export interface ServerContext {
-  config: ServerConfig;
-  pool: Pool;
-  log: Logger;
-  clock: Clock;
-  replicaId: string;
-  readiness: Readiness;
-  app: FastifyInstance;
-  /** In-process signals between loops (`queue:enqueued`, `lease:completed`, …). */
-  events: EventEmitter;
-  loops: LoopHandle[];
-  /** Replaced by the coordination feature; dispatch reads it every tick. */
-  ownership: ShardOwnership;
-  /** The URL of the store this replica uses (for dedicated connections such as LISTEN). */
-  databaseUrl: string;
-  /** Set by the dispatch feature: what the lease lifecycle and the runner routes share. */
-  dispatch?: DispatchDeps;
-  /** Run at shutdown, in reverse order of registration, before the pool closes. */
-  onStop: Array<() => Promise<void>>;
-}
+export { soleOwnership, type Feature, type ServerContext, type ShardOwnership } from './context.js';
+import { soleOwnership, type Feature, type ServerContext } from './context.js';
 
 export interface ServerHandle {
   ctx: ServerContext;
@@ -62,9 +24,6 @@ export interface ServerHandle {
   databaseUrl: string;
   stop(): Promise<void>;
 }
-
-/** A feature wires itself into a starting replica (routes, loops, stop hooks). */
-export type Feature = (ctx: ServerContext) => void | Promise<void>;
 
 export function newReplicaId(): string {
   return `${hostname()}-${randomBytes(3).toString('hex')}`;

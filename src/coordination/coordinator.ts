@@ -6,7 +6,7 @@ import { shardsOf } from '../core/rendezvous.js';
 import type { Logger } from '../logger.js';
 import { startLoop } from '../loop.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
-import type { Feature, ServerContext } from '../server.js';
+import type { Feature, ServerContext } from '../context.js';
 import {
   coordinationLeaseAcquire,
   coordinationLeaseList,

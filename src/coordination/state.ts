@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.js';
-import type { ShardOwnership } from '../server.js';
+import type { ShardOwnership } from '../context.js';
 
 /** How long before the lease's own expiry this replica stops trusting it (scheduling jitter, clock rate). */
 export const OWNERSHIP_SAFETY_MS = 1_000;

@@ -3,7 +3,7 @@ import { FairShare } from '../core/stride.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import { SHARD_FALLBACK_MS } from '../coordination/coordinator.js';
 import { startLoop } from '../loop.js';
-import type { Feature } from '../server.js';
+import type { Feature } from '../context.js';
 import { listenChannel } from '../store/listen.js';
 import { QUEUE_CHANNEL } from '../store/queue.js';
 import type { DispatchDeps } from './deps.js';

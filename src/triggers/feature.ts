@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { startLoop, type LoopHandle } from '../loop.js';
-import type { Feature, ServerContext } from '../server.js';
+import type { Feature, ServerContext } from '../context.js';
 import { listenChannel, type Listener } from '../store/listen.js';
 import type { Pool } from '../store/pool.js';
 import { deliveriesPrune, deliveriesSettleDisabled, ticksPrune, TRIGGERS_CHANNEL } from '../store/triggers.js';
