@@ -4,7 +4,7 @@ import { leaseRevokeRun } from '../store/lease-revoke.js';
 import { stepLogSystem } from '../store/logs.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { queueRemoveRun } from '../store/queue.js';
-import { runFinish, runGet, runLock, stepsCloseWaiting, type RunStatus } from '../store/runs.js';
+import { runGet, runLock, runsFinish, stepsCloseWaiting, type RunStatus } from '../store/runs.js';
 
 export interface RunCancelled {
   id: number;
@@ -41,7 +41,7 @@ export async function runCancel(pool: Pool, runId: number, opts: { actor: string
     revoked.push(...(await leaseRevokeRun(client, runId)));
     await queueRemoveRun(client, runId);
     for (const s of steps) if (s.wasRunning) await stepLogSystem(client, { stepId: s.id, attempt: s.attempt, text: `${cause}; the runner was told to stop` });
-    await runFinish(client, { runId, status: 'cancelled', cause });
+    await runsFinish(client, { runIds: [runId], override: { status: 'cancelled', cause } });
     await auditRecord(client, { actor: opts.actor, action: 'runs.cancel', target: `run:${runId}`, source: opts.source, detail: { steps: steps.map((s) => s.name), revoked: revoked.length } });
     return { id: runId, status: 'cancelled', cancelled: true, steps: steps.map((s) => s.name), revoked: revoked.length };
   });

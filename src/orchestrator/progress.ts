@@ -4,11 +4,10 @@ import { stepLogsStarted, stepLogStarted, stepLogSystem } from '../store/logs.js
 import type { PoolClient } from '../store/pool.js';
 import {
   runCauseSet,
-  runFinish,
   runnerName,
   runOpenRecount,
-  runProgress,
   runsCloseSteps,
+  runsFinish,
   stepFinish,
   stepGet,
   stepRequeue,
@@ -23,30 +22,6 @@ import {
 } from '../store/runs.js';
 import type { OrchestratorHooks, StepOutcome } from './contract.js';
 import { enqueueFreedSteps } from './enqueue.js';
-
-/**
- * Ends the run once nothing of it is pending, ready or running: error if any step ended in
- * system_error, else failed if any failed, else cancelled if any was cancelled, else succeeded.
- * The run's pin goes with it.
- */
-export async function runRollUp(client: PoolClient, run: RunRow): Promise<RunRow['status']> {
-  if (run.status !== 'running') return run.status;
-  const p = await runProgress(client, run.id);
-  if (p.open > 0) return 'running';
-  let status: Exclude<RunRow['status'], 'running'> = 'succeeded';
-  let cause: string | null = null;
-  if (p.firstSystemError) {
-    status = 'error';
-    cause = `step ${p.firstSystemError.name}: ${p.firstSystemError.cause ?? 'system error'}`;
-  } else if (p.firstFailed) {
-    status = 'failed';
-    // The runner's own cause usually names the exit code already; say it once.
-    const f = p.firstFailed;
-    cause = f.cause ? `step ${f.name} failed: ${f.cause}` : `step ${f.name} failed${f.exitCode !== null ? ` with exit code ${f.exitCode}` : ''}`;
-  } else if (p.counts.cancelled > 0) status = 'cancelled';
-  await runFinish(client, { runId: run.id, status, cause });
-  return status;
-}
 
 /**
  * A run-scoped run whose pinned runner is lost cannot go on (it is never re-pinned): every other
@@ -71,8 +46,11 @@ async function failPinnedRun(client: PoolClient, run: RunRow, runnerId: string):
  * Records outcomes of any number of runs without taking their run rows: one statement finishes
  * the steps, one frees the dependents of those that succeeded (only when some have dependents),
  * failures skip what is downstream of them, and one statement counts the closed steps off their
- * runs (rows locked in id order, held to the commit). A run whose count reaches zero is rolled up;
- * a run-scoped run whose pinned runner was lost is failed under its run lock.
+ * runs (rows locked in id order, held to the commit). A run-scoped run whose pinned runner was
+ * lost is failed under its run lock; then one statement ends every run whose count reached zero.
+ * That statement comes after the count, not within it: a statement sees the steps as they were
+ * when it began, and a count that waited for another transaction's lock on the run would judge
+ * the run by steps that transaction has since finished.
  */
 async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Promise<void> {
   const known: StepOutcome[] = [];
@@ -104,15 +82,17 @@ async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Prom
     if (o.event === 'pinned_runner_lost' && o.runnerId) pinLost.push({ runId: step.runId, runnerId: o.runnerId });
   }
   const runs = await runsCloseSteps(client, closed);
-  for (const run of runs) {
+  const ending: number[] = [];
+  for (const run of runs.filter((r) => r.status === 'running')) {
     const lost = pinLost.find((p) => p.runId === run.id);
     let open = run.openSteps;
-    if (lost && run.status === 'running') {
+    if (lost) {
       await failPinnedRun(client, run, lost.runnerId);
       open = await runOpenRecount(client, run.id);
     }
-    if (open <= 0) await runRollUp(client, run);
+    if (open <= 0) ending.push(run.id);
   }
+  await runsFinish(client, { runIds: ending });
 }
 
 export const orchestratorHooks: OrchestratorHooks = {

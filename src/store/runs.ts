@@ -438,50 +438,54 @@ export async function stepsCloseWaiting(client: PoolClient, p: { runId: number; 
   return rows.map((r) => ({ id: Number(r.id), name: r.name, attempt: r.attempt, wasRunning: r.was_running })).sort((a, b) => a.id - b.id);
 }
 
-export interface RunProgress {
-  /** Steps pending, ready or running. */
-  open: number;
-  counts: Record<StepStatus, number>;
-  /** The first step (by finish time) that ended system_error, failed or cancelled, per status. */
-  firstSystemError: StepRow | null;
-  firstFailed: StepRow | null;
-}
-
-export async function runProgress(client: PoolClient, runId: number): Promise<RunProgress> {
+/**
+ * Ends every listed run that is still running and has nothing pending, ready or running, in one
+ * statement; the caller holds their row locks, so the steps it counts are those every earlier
+ * transaction on these runs committed. The status: error if a step ended in system_error (cause:
+ * the first by finish time), else failed if one failed (cause: the first failure), else cancelled
+ * if one was cancelled, else succeeded. `override` (a cancel) imposes its status and cause and
+ * ends the run whatever its steps.
+ * A cause already recorded is kept. The runs' pins go with them, and a run started from a template
+ * wakes the launch loop: launches waiting on its cap go at once. Returns the runs it ended.
+ */
+export async function runsFinish(
+  client: PoolClient,
+  p: { runIds: number[]; override?: { status: Exclude<RunStatus, 'running'>; cause: string | null } },
+): Promise<Array<{ id: number; status: RunStatus }>> {
+  if (p.runIds.length === 0) return [];
   const { rows } = await client.query(
-    `SELECT status, count(*)::int AS n FROM steps WHERE run_id = $1 GROUP BY status`,
-    [runId],
+    `WITH ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id),
+          tally AS (SELECT s.run_id, count(*) FILTER (WHERE s.status IN ('pending', 'ready', 'running')) AS open,
+                           count(*) FILTER (WHERE s.status = 'cancelled') AS cancelled
+                      FROM steps s JOIN ids ON s.run_id = ids.id GROUP BY s.run_id),
+          bad AS (SELECT DISTINCT ON (s.run_id, s.status) s.run_id, s.status, s.name, s.cause, s.exit_code
+                    FROM steps s JOIN ids ON s.run_id = ids.id
+                   WHERE s.status IN ('system_error', 'failed')
+                   ORDER BY s.run_id, s.status, s.finished_at, s.id),
+          verdict AS (
+            SELECT ids.id, coalesce(t.open, 0) AS open,
+                   CASE WHEN e.run_id IS NOT NULL THEN 'error' WHEN f.run_id IS NOT NULL THEN 'failed'
+                        WHEN t.cancelled > 0 THEN 'cancelled' ELSE 'succeeded' END AS status,
+                   -- The runner's own cause usually names the exit code already: say it once.
+                   CASE WHEN e.run_id IS NOT NULL THEN 'step ' || e.name || ': ' || coalesce(e.cause, 'system error')
+                        WHEN f.run_id IS NOT NULL THEN 'step ' || f.name || ' failed' ||
+                             CASE WHEN coalesce(f.cause, '') <> '' THEN ': ' || f.cause
+                                  WHEN f.exit_code IS NOT NULL THEN ' with exit code ' || f.exit_code ELSE '' END END AS cause
+              FROM ids LEFT JOIN tally t ON t.run_id = ids.id
+                   LEFT JOIN bad e ON e.run_id = ids.id AND e.status = 'system_error'
+                   LEFT JOIN bad f ON f.run_id = ids.id AND f.status = 'failed'
+             WHERE coalesce(t.open, 0) = 0 OR $2::text IS NOT NULL),
+          done AS (
+            UPDATE runs r SET status = coalesce($2, v.status), cause = coalesce(r.cause, $3, v.cause), finished_at = now(), open_steps = v.open
+              FROM verdict v
+             WHERE r.id = v.id AND r.status = 'running'
+            RETURNING r.id, r.status, r.template_name),
+          unpinned AS (DELETE FROM scheduler_run_pins p USING done WHERE p.run_id = done.id)
+     SELECT id, status, CASE WHEN template_name IS NOT NULL THEN pg_notify('opschain_triggers', 'run:' || template_name) END AS notified
+       FROM done`,
+    [p.runIds, p.override?.status ?? null, p.override?.cause ?? null],
   );
-  const counts = Object.fromEntries(STEP_STATUSES.map((s) => [s, 0])) as Record<StepStatus, number>;
-  for (const r of rows) counts[r.status as StepStatus] = r.n;
-  const open = counts.pending + counts.ready + counts.running;
-  let firstSystemError: StepRow | null = null;
-  let firstFailed: StepRow | null = null;
-  if (open === 0 && (counts.system_error || counts.failed)) {
-    const { rows: bad } = await client.query(
-      `SELECT DISTINCT ON (status) * FROM steps WHERE run_id = $1 AND status IN ('system_error', 'failed') ORDER BY status, finished_at, id`,
-      [runId],
-    );
-    for (const b of bad.map(mapStep)) {
-      if (b.status === 'system_error') firstSystemError = b;
-      else firstFailed = b;
-    }
-  }
-  return { open, counts, firstSystemError, firstFailed };
-}
-
-/** Final status, cause (kept when one was already recorded) and finish time; the run's pin goes with it. */
-export async function runFinish(client: PoolClient, p: { runId: number; status: Exclude<RunStatus, 'running'>; cause: string | null }): Promise<void> {
-  // A run started from a template wakes the launch loop: launches waiting on its cap go at once.
-  await client.query(
-    `WITH done AS (
-       UPDATE runs SET status = $2, cause = coalesce(cause, $3), finished_at = now(),
-              open_steps = (SELECT count(*) FROM steps WHERE run_id = $1 AND status IN ('pending', 'ready', 'running'))
-        WHERE id = $1 RETURNING template_name),
-          unpinned AS (DELETE FROM scheduler_run_pins WHERE run_id = $1)
-     SELECT pg_notify('opschain_triggers', 'run:' || template_name) FROM done WHERE template_name IS NOT NULL`,
-    [p.runId, p.status, p.cause],
-  );
+  return rows.map((r) => ({ id: Number(r.id), status: r.status as RunStatus })).sort((a, b) => a.id - b.id);
 }
 
 /** Records the run's cause while it still runs (the first one wins). */
