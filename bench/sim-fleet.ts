@@ -16,6 +16,11 @@ export interface FleetOptions {
   waitMs?: number;
   /** Ask for offers acked on delivery, as the runner agent does (default); false: ack each batch. */
   ackOnDelivery?: boolean;
+  /**
+   * Carry each batch's completions on the next acquire (complete-and-acquire, default); false:
+   * a complete call of its own per batch.
+   */
+  carryCompletions?: boolean;
   namePrefix?: string;
   labels?: string[];
   /** Called for every offer as it arrives (before the ack), with the arrival time. */
@@ -47,6 +52,8 @@ export interface FleetCounters {
   acks: number;
   completeMs: number;
   completes: number;
+  /** Batches of completions carried by an acquire (no complete call of their own). */
+  carried: number;
 }
 
 /**
@@ -56,7 +63,7 @@ export interface FleetCounters {
  * process, so the figures measure the dispatch plane alone.
  */
 export class SimFleet {
-  readonly counters: FleetCounters = { acquires: 0, emptyPolls: 0, offers: 0, completed: 0, refused: 0, errors: 0, firstOfferAt: 0, lastCompleteAt: 0, parked: 0, acquireMs: 0, offeredAcquires: 0, ackMs: 0, acks: 0, completeMs: 0, completes: 0 };
+  readonly counters: FleetCounters = { acquires: 0, emptyPolls: 0, offers: 0, completed: 0, refused: 0, errors: 0, firstOfferAt: 0, lastCompleteAt: 0, parked: 0, acquireMs: 0, offeredAcquires: 0, ackMs: 0, acks: 0, completeMs: 0, completes: 0, carried: 0 };
   readonly client = new JsonClient();
   private runners: SimRunner[] = [];
   private loops: Promise<void>[] = [];
@@ -107,6 +114,9 @@ export class SimFleet {
   private async loop(r: SimRunner): Promise<void> {
     const { counters } = this;
     const waitMs = this.opts.waitMs ?? 50_000;
+    const carry = this.opts.carryCompletions !== false;
+    /** The last batch's completions, riding on the next acquire. */
+    let carried: Array<{ step_id: number; token: string; exit_code: number }> = [];
     while (!this.stopping) {
       let offers: Offer[];
       try {
@@ -114,10 +124,16 @@ export class SimFleet {
         counters.parked++;
         const sent = performance.now();
         let res;
+        const completions = carried;
         try {
-          res = await this.call(r, '/api/runner/acquire', { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, ...(this.opts.ackOnDelivery === false ? {} : { ack_on_delivery: true, fresh: true }) }, waitMs + 30_000);
+          const body = { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, ...(this.opts.ackOnDelivery === false ? {} : { ack_on_delivery: true, fresh: true }), ...(completions.length > 0 ? { completions } : {}) };
+          res = completions.length > 0 ? await this.retryingCall(r, '/api/runner/acquire', body, waitMs + 30_000) : await this.call(r, '/api/runner/acquire', body, waitMs + 30_000);
         } finally {
           counters.parked--;
+        }
+        if (completions.length > 0) {
+          carried = [];
+          this.countCompleted(res.body?.results);
         }
         if (res.status === 204) {
           counters.emptyPolls++;
@@ -146,17 +162,15 @@ export class SimFleet {
             else counters.refused++;
           }
         }
-        const completions = offers.filter((o) => acked.has(Number(o.step_id))).map((o) => ({ step_id: o.step_id, token: o.token, exit_code: 0 }));
-        if (completions.length === 0) continue;
-        const completing = performance.now();
-        const done = await this.retrying(r, '/api/runner/complete', { completions });
-        counters.completeMs += performance.now() - completing;
-        counters.completes++;
-        for (const item of done.results ?? []) {
-          if (item.ok) counters.completed++;
-          else counters.refused++;
+        const done = offers.filter((o) => acked.has(Number(o.step_id))).map((o) => ({ step_id: o.step_id, token: o.token, exit_code: 0 }));
+        if (done.length === 0) continue;
+        if (carry) {
+          carried = done;
+          continue;
         }
-        counters.lastCompleteAt = performance.now();
+        const completing = performance.now();
+        const answer = await this.retrying(r, '/api/runner/complete', { completions: done });
+        this.countCompleted(answer.results, completing);
       } catch (err) {
         if (this.stopping) return;
         counters.errors++;
@@ -167,16 +181,36 @@ export class SimFleet {
     }
   }
 
+  /** Counts a completion answer: of its own call sent at `sent`, or carried by an acquire (no time of its own). */
+  private countCompleted(results: Array<{ ok: boolean }> | undefined, sent?: number): void {
+    const { counters } = this;
+    if (sent === undefined) counters.carried++;
+    else {
+      counters.completeMs += performance.now() - sent;
+      counters.completes++;
+    }
+    for (const item of results ?? []) {
+      if (item.ok) counters.completed++;
+      else counters.refused++;
+    }
+    counters.lastCompleteAt = performance.now();
+  }
+
   /**
    * A batched lease call, retried like a real runner does on 5xx and transport errors (acks and
    * completions are idempotent per token); each retry is counted as an error.
    */
   private async retrying(r: SimRunner, path: string, body: unknown): Promise<any> {
+    return (await this.retryingCall(r, path, body)).body;
+  }
+
+  /** retrying, answering the status with the body. */
+  private async retryingCall(r: SimRunner, path: string, body: unknown, timeoutMs?: number): Promise<{ status: number; body: any }> {
     for (let attempt = 1; ; attempt++) {
       let failure: string;
       try {
-        const res = await this.call(r, path, body);
-        if (res.status === 200) return res.body;
+        const res = await this.call(r, path, body, timeoutMs);
+        if (res.status === 200) return res;
         failure = `${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`;
         if (res.status < 500) throw new Error(failure);
       } catch (err) {
@@ -196,7 +230,7 @@ export class SimFleet {
   cycleSummary(): string {
     const c = this.counters;
     const mean = (ms: number, n: number) => (n ? (ms / n).toFixed(1) : '—');
-    return `acquire answered with offers after ${mean(c.acquireMs, c.offeredAcquires)} ms (mean), ${(c.offers / Math.max(1, c.offeredAcquires)).toFixed(2)} offers each; ack ${mean(c.ackMs, c.acks)} ms; complete ${mean(c.completeMs, c.completes)} ms; ${c.emptyPolls} empty polls; ${c.errors} retried errors`;
+    return `acquire answered with offers after ${mean(c.acquireMs, c.offeredAcquires)} ms (mean), ${(c.offers / Math.max(1, c.offeredAcquires)).toFixed(2)} offers each; ack ${mean(c.ackMs, c.acks)} ms; complete ${mean(c.completeMs, c.completes)} ms; ${c.carried} batches of completions carried by an acquire; ${c.emptyPolls} empty polls; ${c.errors} retried errors`;
   }
 
   /** Resolves when `cond` holds, polling the counters; rejects after timeoutMs or when every loop has died. */

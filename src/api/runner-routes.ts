@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { hashSecret, newSecret, secretKind } from '../core/tokens.js';
-import { acquire } from '../dispatch/acquire.js';
+import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
 import { emitDispatch } from '../dispatch/events.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
@@ -34,6 +34,20 @@ const leaseRefs = object(
   },
   ['leases'],
 );
+
+/** Completions, on `complete` (at least one) and carried by `acquire` (complete-and-acquire). */
+const completionItems = (minItems: number) => ({
+  type: 'array',
+  minItems,
+  maxItems: 256,
+  items: object(
+    { step_id: stepId, token, exit_code: { anyOf: [int4({ min: -255, max: 255 }), { type: 'null' }] }, cause: nullableText({ maxLength: 2000 }) },
+    ['step_id', 'token', 'exit_code'],
+  ),
+});
+
+interface WireCompletion { step_id: number | string; token: string | number; exit_code: number | null; cause?: string | null }
+const toCompletions = (items: WireCompletion[]) => items.map((c) => ({ stepId: Number(c.step_id), token: String(c.token), exitCode: c.exit_code, cause: c.cause ?? null }));
 
 interface Ref { step_id: number | string; token: string | number; reason?: string }
 const toRefs = (items: Ref[]) => items.map((i) => ({ stepId: Number(i.step_id), token: String(i.token), reason: i.reason }));
@@ -133,7 +147,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
     // The credential is checked before the body is read: anonymous callers get 401 and nothing else.
     scoped.addHook('onRequest', auth);
 
-    scoped.post<{ Body: { request_id: string; max_offers?: number; wait_ms?: number; only_run_id?: number | null; ack_on_delivery?: boolean; fresh?: boolean } }>(
+    scoped.post<{ Body: { request_id: string; max_offers?: number; wait_ms?: number; only_run_id?: number | null; ack_on_delivery?: boolean; fresh?: boolean; completions?: WireCompletion[] } }>(
       '/api/runner/acquire',
       {
         bodyLimit: BODY_LIMIT.small,
@@ -146,6 +160,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
               only_run_id: { anyOf: [int8(), { type: 'null' }] },
               ack_on_delivery: { type: 'boolean' },
               fresh: { type: 'boolean' },
+              completions: completionItems(0),
             },
             ['request_id'],
           ),
@@ -165,7 +180,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
         polls.add(ctl);
         try {
           const holdEmpty = opts.holdPolls();
-          const offers = await acquire(deps, {
+          const { offers, results } = await acquireCarrying(deps, {
             runner,
             requestId: req.body.request_id,
             maxOffers: req.body.max_offers ?? 1,
@@ -175,11 +190,13 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
             fresh: req.body.fresh === true,
             signal: ctl.signal,
             holdEmpty,
+            completions: toCompletions(req.body.completions ?? []),
           });
           emitDispatch(deps.events, 'acquire:answered', { outcome: offers.length > 0 ? 'offer' : runner.drained || holdEmpty ? 'held' : 'empty', offers: offers.length });
           // Answered by a shutdown: close the connection with the answer, or the server's close
           // would wait out the keep-alive timeout of a socket that went idle after it began.
           if (closing) reply.header('connection', 'close');
+          if (results) return { offers, results };
           if (offers.length === 0) return reply.code(204).send();
           return { offers };
         } finally {
@@ -205,34 +222,20 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
       results: await releaseLeases(deps, req.runner!.id, toRefs(req.body.leases)),
     }));
 
-    scoped.post<{ Body: { completions: Array<{ step_id: number | string; token: string | number; exit_code: number | null; cause?: string | null }> } }>(
+    scoped.post<{ Body: { completions: WireCompletion[] } }>(
       '/api/runner/complete',
       {
         bodyLimit: BODY_LIMIT.batch,
         schema: {
           body: object(
             {
-              completions: {
-                type: 'array',
-                minItems: 1,
-                maxItems: 256,
-                items: object(
-                  { step_id: stepId, token, exit_code: { anyOf: [int4({ min: -255, max: 255 }), { type: 'null' }] }, cause: nullableText({ maxLength: 2000 }) },
-                  ['step_id', 'token', 'exit_code'],
-                ),
-              },
+              completions: completionItems(1),
             },
             ['completions'],
           ),
         },
       },
-      async (req) => ({
-        results: await completeLeases(
-          deps,
-          req.runner!.id,
-          req.body.completions.map((c) => ({ stepId: Number(c.step_id), token: String(c.token), exitCode: c.exit_code, cause: c.cause ?? null })),
-        ),
-      }),
+      async (req) => ({ results: await completeLeases(deps, req.runner!.id, toCompletions(req.body.completions)) }),
     );
 
     scoped.post<{ Body: { step_id: number | string; token: string | number; chunks: Array<{ stream: 'stdout' | 'stderr'; text: string }> } }>(

@@ -2,6 +2,7 @@ import { systemClock } from '../clock.js';
 import { leaseByRequest, offerDetails } from '../store/leases.js';
 import type { RunnerRow } from '../store/runners.js';
 import type { DispatchDeps } from './deps.js';
+import { completeLeases, type Completion, type ItemResult } from './lifecycle.js';
 import { toOffer, type Offer } from './offers.js';
 
 export interface AcquireRequest {
@@ -18,6 +19,14 @@ export interface AcquireRequest {
   signal?: AbortSignal;
   /** This replica is out of the membership (quiesced): hold the poll and answer it empty. */
   holdEmpty?: boolean;
+  /** Completions carried by the call: committed first, and the call then waits one dispatch tick at most. */
+  completions?: Completion[];
+}
+
+export interface AcquireAnswer {
+  offers: Offer[];
+  /** One result per carried completion, in order; absent when the call carried none. */
+  results?: ItemResult[];
 }
 
 /**
@@ -26,17 +35,34 @@ export interface AcquireRequest {
  * parks until a dispatch tick hands it offers or the window ends.
  */
 export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<Offer[]> {
+  return (await acquireCarrying(deps, req)).offers;
+}
+
+/**
+ * Complete-and-acquire: the completions a call carries commit (through the group commit, so
+ * durably) before the call parks, so the capacity they free is what the next tick sees. Such a
+ * call is answered after the first tick that holds it: a runner of short steps then pays one
+ * round trip per batch instead of two, and its results never wait out a window on an empty queue.
+ */
+export async function acquireCarrying(deps: DispatchDeps, req: AcquireRequest): Promise<AcquireAnswer> {
+  const carried = req.completions ?? [];
+  const results = carried.length > 0 ? await completeLeases(deps, req.runner.id, carried) : undefined;
+  const offers = await acquireOffers(deps, { ...req, oneTick: results !== undefined });
+  return results ? { offers, results } : { offers };
+}
+
+async function acquireOffers(deps: DispatchDeps, req: AcquireRequest & { oneTick: boolean }): Promise<Offer[]> {
   const replay = req.fresh ? [] : await leaseByRequest(deps.pool, { runnerId: req.runner.id, requestId: req.requestId });
   if (replay.length > 0) {
     const details = await offerDetails(deps.pool, replay.map((l) => l.stepId));
     return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs, deps.defaultStepTimeoutMs));
   }
   if (req.runner.drained || req.holdEmpty) {
-    await systemClock.sleep(req.waitMs, req.signal);
+    if (!req.oneTick) await systemClock.sleep(req.waitMs, req.signal);
     return [];
   }
   const { offers } = deps.registry.park(
-    { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, ackOnDelivery: req.ackOnDelivery ?? false, parkedAt: Date.now() },
+    { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, ackOnDelivery: req.ackOnDelivery ?? false, oneTick: req.oneTick, parkedAt: Date.now() },
     req.waitMs,
     req.signal,
   );

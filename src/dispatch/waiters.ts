@@ -10,6 +10,11 @@ export interface ParkedAcquire {
   onlyRunId: number | null;
   /** The runner asked for its offers acked on delivery: no ack call, and no ack deadline. */
   ackOnDelivery?: boolean;
+  /**
+   * Answer after the first tick that holds this call, offers or none: the call carried
+   * completions, whose results must not wait out a poll window on an empty queue.
+   */
+  oneTick?: boolean;
   parkedAt: number;
   /** True once answered (offers, empty, or the caller went away); never handed offers after. */
   settled: boolean;
@@ -68,11 +73,11 @@ export class WaiterRegistry {
     return list;
   }
 
-  /** The tick is over: calls whose window ended meanwhile and got nothing are answered empty. */
+  /** The tick is over: calls whose window ended meanwhile, or that wait one tick only, and got nothing are answered empty. */
   unreserve(list: ParkedAcquire[]): void {
     for (const a of list) {
       a.reserved = false;
-      if (a.expired && !a.settled) a.deliver([]);
+      if ((a.expired || a.oneTick) && !a.settled) a.deliver([]);
     }
   }
 

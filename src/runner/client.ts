@@ -4,6 +4,7 @@ import type { Logger } from '../logger.js';
 import {
   CREDENTIAL_INVALID,
   LEASE_LOST,
+  type AcquireAnswer,
   type AcquireRequest,
   type Completion,
   type ItemResult,
@@ -145,12 +146,22 @@ export class RunnerClient {
    * with it, so an answer lost on the way back returns the same offers instead of stranding them.
    */
   async acquire(req: AcquireRequest, signal?: AbortSignal): Promise<Offer[]> {
+    return (await this.acquireCarrying(req, signal)).offers;
+  }
+
+  /**
+   * An acquire that may carry completions (complete-and-acquire): `results` has one entry per
+   * carried completion, in order. Retries are safe: a repeated completion answers ok.
+   */
+  async acquireCarrying(req: AcquireRequest, signal?: AbortSignal): Promise<AcquireAnswer> {
     const wait = req.wait_ms ?? 50_000;
     // `fresh` says no earlier send of this request id can have been answered; a retry leaves it out.
     const { fresh: _fresh, ...retry } = req;
     const r = await this.call('acquire', req, { auth: true, timeoutMs: wait + this.timeoutMs, signal, retryBody: req.fresh ? retry : undefined });
-    if (r.status === 204 || !r.body) return [];
-    return Array.isArray(r.body.offers) ? (r.body.offers as Offer[]) : [];
+    const offers = r.status === 204 || !Array.isArray(r.body?.offers) ? [] : (r.body.offers as Offer[]);
+    const carried = req.completions ?? [];
+    if (carried.length === 0) return { offers };
+    return { offers, results: matchResults(carried, r.body?.results) };
   }
 
   ack(leases: LeaseRef[], signal?: AbortSignal): Promise<ItemResult[]> {
@@ -183,9 +194,7 @@ export class RunnerClient {
       // A whole-call 409 fences every item of it.
       return items.map((i) => ({ step_id: i.step_id, ok: false, status: 409, error: errorText(r.body, LEASE_LOST) }));
     }
-    const results = Array.isArray(r.body?.results) ? (r.body.results as ItemResult[]) : [];
-    const byStep = new Map(results.map((x) => [String(x.step_id), x]));
-    return items.map((i) => byStep.get(String(i.step_id)) ?? { step_id: i.step_id, ok: false, status: 500, error: 'no result for this item in the answer' });
+    return matchResults(items, r.body?.results);
   }
 
   private async call(path: string, body: unknown, opts: CallOptions): Promise<CallResult> {
@@ -263,4 +272,11 @@ function describeTransportError(err: unknown): string {
   const code = e?.cause?.code;
   if (code) return code;
   return e?.cause?.message ?? e?.message ?? String(err);
+}
+
+/** The answer's result for each item, by step id; an item the answer left out is reported as such. */
+function matchResults(items: LeaseRef[], answered: unknown): ItemResult[] {
+  const results = Array.isArray(answered) ? (answered as ItemResult[]) : [];
+  const byStep = new Map(results.map((x) => [String(x.step_id), x]));
+  return items.map((i) => byStep.get(String(i.step_id)) ?? { step_id: i.step_id, ok: false, status: 500, error: 'no result for this item in the answer' });
 }

@@ -1,4 +1,5 @@
 /** Wire shapes of the runner protocol (docs/runner-protocol.md), as the runner sees them. */
+import type { ItemResult } from '../dispatch/lifecycle.js';
 
 export const PROTOCOL_VERSION = 1;
 
@@ -34,7 +35,16 @@ export interface AcquireRequest {
   ack_on_delivery?: boolean;
   /** First send of this request id (the client drops it on retries): the server skips its replay lookup. */
   fresh?: boolean;
+  /**
+   * Complete-and-acquire: completions committed before the call parks; the call is then answered
+   * after one dispatch tick, with `results` in order. A server that predates it answers 400.
+   */
+  completions?: Completion[];
 }
+
+/** The acquire's answer and each item's verdict: the server's own definitions. */
+export type { AcquireAnswer } from '../dispatch/acquire.js';
+export type { ItemResult } from '../dispatch/lifecycle.js';
 
 /** One offer on the wire: the server's own definition, so the two sides cannot drift apart. */
 export type { Offer } from '../dispatch/offers.js';
@@ -51,13 +61,6 @@ export interface ReleaseItem extends LeaseRef {
 export interface Completion extends LeaseRef {
   exit_code: number | null;
   cause?: string;
-}
-
-export interface ItemResult {
-  step_id: number;
-  ok: boolean;
-  status?: number;
-  error?: string;
 }
 
 export interface LogChunk {

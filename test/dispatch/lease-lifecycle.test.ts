@@ -130,6 +130,33 @@ describe('the lease lifecycle over the runner protocol', () => {
     expect((await other.call('renew', { leases: [real] })).body.results[0].error).toBe(FENCED);
   });
 
+  it('an acquire carrying completions commits them first, hands out what they freed, and answers after one tick when nothing is left', async () => {
+    const r = await runner();
+    const { stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'a' }, { name: 'b' }] });
+    const first = await r.acquire({ max_offers: 1, ack_on_delivery: true, fresh: true });
+    const [a] = first.body.offers;
+    // The call carries a's completion and a stale token: each gets its own verdict, in order.
+    const stale = { step_id: stepIds[1], token: '999999', exit_code: 0 };
+    const second = await r.acquire({ max_offers: 1, ack_on_delivery: true, fresh: true, completions: [{ step_id: a.step_id, token: a.token, exit_code: 0 }, stale] });
+    expect(second.status).toBe(200);
+    expect(second.body.results).toEqual([{ step_id: a.step_id, ok: true }, { step_id: stepIds[1], ok: false, status: 409, error: FENCED }]);
+    expect(second.body.offers.map((o: { step_id: number }) => o.step_id)).toEqual([stepIds[1]]);
+    expect(hooks.finished.map((o) => [o.stepId, o.status])).toEqual([[a.step_id, 'succeeded']]);
+    const b = second.body.offers[0];
+    // Nothing left to hand out: the results come back after one tick, not at the end of the window.
+    const t0 = Date.now();
+    const third = await r.acquire({ wait_ms: 9_000, ack_on_delivery: true, fresh: true, completions: [{ step_id: b.step_id, token: b.token, exit_code: 3 }] });
+    expect(Date.now() - t0).toBeLessThan(8_000);
+    expect(third).toEqual({ status: 200, body: { offers: [], results: [{ step_id: b.step_id, ok: true }] } });
+    expect(hooks.finished.map((o) => [o.stepId, o.status, o.exitCode])).toEqual([[a.step_id, 'succeeded', 0], [b.step_id, 'failed', 3]]);
+    // A retried carrying call (same request id, no `fresh`) repeats nothing: the completion answers ok once more.
+    const again = await r.acquire({ request_id: 'carry-retry', wait_ms: 9_000, completions: [{ step_id: b.step_id, token: b.token, exit_code: 3 }] });
+    expect(again.body.results).toEqual([{ step_id: b.step_id, ok: true }]);
+    expect(hooks.finished).toHaveLength(2);
+    const bad = await r.acquire({ completions: [{ step_id: b.step_id, token: b.token }] });
+    expect(bad).toEqual({ status: 400, body: { error: { code: 'invalid_input', message: 'completions.0.exit_code: required' } } });
+  });
+
   it('enqueue of the same step and attempt twice queues once', async () => {
     const { stepIds, runId } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
     const { queueEnqueue } = await import('../../src/store/queue.js');
