@@ -1,6 +1,6 @@
 import { queueRemoveRun } from '../store/queue.js';
 import { leaseRevokeRun } from '../store/lease-revoke.js';
-import { stepLogsStarted, stepLogStarted, stepLogSystem } from '../store/logs.js';
+import { stepLogsStartedKeep, stepLogSystem } from '../store/logs.js';
 import type { PoolClient } from '../store/pool.js';
 import {
   runCauseSet,
@@ -96,8 +96,10 @@ async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Prom
 }
 
 export const orchestratorHooks: OrchestratorHooks = {
+  // The attempt's started line is not written here: starting the step reserves its id, and the
+  // line is derived from the step when logs are read (stepLogRead).
   async stepStarted(client, p) {
-    if (await stepStart(client, p)) await stepLogStarted(client, p);
+    await stepStart(client, p);
   },
 
   async stepFinished(client, o: StepOutcome) {
@@ -105,8 +107,7 @@ export const orchestratorHooks: OrchestratorHooks = {
   },
 
   async stepsStarted(client, items) {
-    const started = await stepsStart(client, items);
-    await stepLogsStarted(client, started);
+    await stepsStart(client, items);
   },
 
   async stepsFinished(client, outcomes) {
@@ -114,8 +115,13 @@ export const orchestratorHooks: OrchestratorHooks = {
   },
 
   async stepRequeued(client, p) {
-    const step = await stepRequeue(client, p);
-    if (!step) return;
-    await stepLogSystem(client, { stepId: step.id, attempt: p.fromAttempt, text: `attempt ${p.fromAttempt} back to the queue as attempt ${p.toAttempt}: ${p.reason}` });
+    const requeued = await stepRequeue(client, p);
+    if (!requeued) return;
+    // The step forgets the attempt's start here, so its started line is written now, with this one.
+    await stepLogsStartedKeep(client, requeued.ended ? [requeued.ended] : [], {
+      stepId: requeued.step.id,
+      attempt: p.fromAttempt,
+      text: `attempt ${p.fromAttempt} back to the queue as attempt ${p.toAttempt}: ${p.reason}`,
+    });
   },
 };

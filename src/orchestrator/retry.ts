@@ -1,6 +1,6 @@
 import { NotFound } from '../errors.js';
 import { auditRecord } from '../store/audit.js';
-import { stepLogSystem } from '../store/logs.js';
+import { stepLogsStartedKeep, stepLogSystem } from '../store/logs.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { runLock, runReopen, stepsLockRun, stepsRelease, stepsRetry, type RunStatus } from '../store/runs.js';
 import { enqueueReadySteps } from './enqueue.js';
@@ -26,8 +26,9 @@ export async function runRetry(pool: Pool, runId: number, opts: { actor: string;
     await stepsLockRun(client, runId);
     const run = await runLock(client, runId);
     if (!run) throw new NotFound(`no run with id ${runId}`);
-    const { retried, reopened } = await stepsRetry(client, runId);
+    const { retried, reopened, ended } = await stepsRetry(client, runId);
     if (retried.length === 0 && reopened.length === 0) return { id: runId, status: run.status, retried: [], reopened: [] };
+    await stepLogsStartedKeep(client, ended);
     const freed = await stepsRelease(client, { runId });
     const entering = [...retried, ...freed].sort((a, b) => a.id - b.id);
     for (const s of entering) await stepLogSystem(client, { stepId: s.id, attempt: s.attempt, text: `retried by ${opts.actor} as attempt ${s.attempt}` });

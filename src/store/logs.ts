@@ -80,31 +80,57 @@ function formatBytes(n: number): string {
 }
 
 /**
- * A line from opschain itself (started, requeued, cancelled, sealed); written even to a sealed log.
+ * A line from opschain itself (requeued, retried, cancelled, sealed); written even to a sealed log.
  * Always one line: a runner's reason or cause inside it cannot start a line of its own.
  */
 export async function stepLogSystem(db: Db, p: { stepId: number; attempt: number; text: string }): Promise<void> {
   await db.query(`INSERT INTO step_logs (step_id, attempt, stream, chunk) VALUES ($1, $2, 'system', $3)`, [p.stepId, p.attempt, storableText(oneLine(p.text))]);
 }
 
-/** The system line that opens an attempt's log, naming the runner it went to. */
-export async function stepLogStarted(db: Db, p: { stepId: number; attempt: number; runnerId: string }): Promise<void> {
-  await db.query(
-    `INSERT INTO step_logs (step_id, attempt, stream, chunk)
-     SELECT $1, $2::int, 'system', 'attempt ' || $2::int || ' started on runner ' || coalesce((SELECT name FROM runners WHERE id = $3), $3)`,
-    [p.stepId, p.attempt, p.runnerId],
-  );
+/**
+ * Reserves the id of the started line of the attempt a step starts (in the statement that starts
+ * it, `steps.start_log_id`). The line itself is not written then: stepLogRead derives it.
+ */
+export const STEP_LOG_ID_RESERVE = `nextval('step_logs_id_seq')`;
+
+/** The started line's text, as SQL over the attempt, the runner's name and its id. */
+const startedText = (attempt: string, runnerName: string, runnerId: string) => `'attempt ' || ${attempt} || ' started on runner ' || coalesce(${runnerName}, ${runnerId})`;
+
+/** How an attempt started, as the step row keeps it until the attempt goes back to the queue or is retried. */
+export interface AttemptStart {
+  stepId: number;
+  attempt: number;
+  /** The id reserved for its started line at the start. */
+  logId: number;
+  runnerId: string;
+  startedAt: Date;
 }
 
-/** Batch stepLogStarted: one system line per started attempt. */
-export async function stepLogsStarted(db: Db, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<void> {
-  if (items.length === 0) return;
+/**
+ * Writes the started lines of attempts whose start their step row is about to forget (requeued,
+ * retried), each under the id reserved at its start: the same line, in the same place, that
+ * readers were shown while it was derived, so their cursors see it once. With `then`, a system
+ * line (the requeue's own) goes in the same statement.
+ */
+export async function stepLogsStartedKeep(db: Db, starts: AttemptStart[], then?: { stepId: number; attempt: number; text: string }): Promise<void> {
+  if (starts.length === 0 && !then) return;
   await db.query(
-    `INSERT INTO step_logs (step_id, attempt, stream, chunk)
-     SELECT m.step_id, m.attempt, 'system', 'attempt ' || m.attempt || ' started on runner ' || coalesce(r.name, m.runner_id)
-       FROM unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, runner_id)
-       LEFT JOIN runners r ON r.id = m.runner_id`,
-    [items.map((i) => i.stepId), items.map((i) => i.attempt), items.map((i) => i.runnerId)],
+    `INSERT INTO step_logs (id, step_id, attempt, stream, chunk, at)
+     SELECT m.log_id, m.step_id, m.attempt, 'system', ${startedText('m.attempt', 'r.name', 'm.runner_id')}, m.started_at
+       FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[], $5::timestamptz[]) AS m(log_id, step_id, attempt, runner_id, started_at)
+       LEFT JOIN runners r ON r.id = m.runner_id
+     UNION ALL
+     SELECT ${STEP_LOG_ID_RESERVE}, $6::bigint, $7::int, 'system', $8::text, now() WHERE $6::bigint IS NOT NULL`,
+    [
+      starts.map((s) => s.logId),
+      starts.map((s) => s.stepId),
+      starts.map((s) => s.attempt),
+      starts.map((s) => s.runnerId),
+      starts.map((s) => s.startedAt),
+      then?.stepId ?? null,
+      then?.attempt ?? null,
+      then ? storableText(oneLine(then.text)) : null,
+    ],
   );
 }
 
@@ -117,17 +143,38 @@ export async function stepLogSeal(db: Db, p: { stepId: number }): Promise<void> 
  * A run's log lines in write order, optionally one step's. `after` maps a step id to the last line
  * id already seen of that step: following per step, because two steps' appends commit in their own
  * transactions and a single cursor could step over a line that committed late.
+ *
+ * The started line of each step's current attempt is derived from the step (attempt, runner,
+ * started_at) under the id its start reserved (`start_log_id`); earlier attempts' started lines
+ * were written under theirs when the attempt ended (stepLogsStartedKeep).
  */
 export async function stepLogRead(db: Db, p: { runId: number; step?: string; after?: Map<number, number>; limit?: number }): Promise<LogLine[]> {
   const after = [...(p.after ?? new Map<number, number>()).entries()];
+  // The derived line is placed by its reserved id, not by started_at: the id was taken by the
+  // statement that started the step, so it is above every line of the step written before the
+  // start committed and below every line of the attempt (runner output comes after the delivery
+  // commits; the attempt's own system lines follow an UPDATE of the step, which waits for it).
+  // That is where the stored line used to be, and it keeps the per-step id cursors exact: a
+  // follower sees the line once, under the same id before and after it is written, and cannot
+  // pass it before it exists. Times cannot do this: now() is a transaction's start, not its
+  // commit order, and a cursor of ids could not say whether a line placed by time was seen.
   const { rows } = await db.query(
-    `SELECT l.id, l.step_id, s.name, l.attempt, l.stream, l.chunk, l.at
-       FROM step_logs l
-       JOIN steps s ON s.id = l.step_id
-       LEFT JOIN unnest($3::bigint[], $4::bigint[]) AS c(step_id, after_id) ON c.step_id = l.step_id
-      WHERE s.run_id = $1 AND ($2::text IS NULL OR s.name = $2) AND l.id > coalesce(c.after_id, 0)
-      ORDER BY l.id
-      LIMIT $5`,
+    `WITH c AS (SELECT * FROM unnest($3::bigint[], $4::bigint[]) AS c(step_id, after_id))
+     SELECT id, step_id, name, attempt, stream, chunk, at FROM (
+       SELECT l.id, l.step_id, s.name, l.attempt, l.stream, l.chunk, l.at
+         FROM step_logs l
+         JOIN steps s ON s.id = l.step_id
+         LEFT JOIN c ON c.step_id = l.step_id
+        WHERE s.run_id = $1 AND ($2::text IS NULL OR s.name = $2) AND l.id > coalesce(c.after_id, 0)
+       UNION ALL
+       SELECT s.start_log_id, s.id, s.name, s.attempt, 'system', ${startedText('s.attempt', 'r.name', 's.runner_id')}, s.started_at
+         FROM steps s
+         LEFT JOIN runners r ON r.id = s.runner_id
+         LEFT JOIN c ON c.step_id = s.id
+        WHERE s.run_id = $1 AND ($2::text IS NULL OR s.name = $2) AND s.start_log_id > coalesce(c.after_id, 0)
+     ) lines
+     ORDER BY id
+     LIMIT $5`,
     [p.runId, p.step ?? null, after.map(([k]) => k), after.map(([, v]) => v), p.limit ?? 10_000],
   );
   return rows.map((r) => ({ id: Number(r.id), stepId: Number(r.step_id), step: r.name, attempt: r.attempt, stream: r.stream, text: r.chunk, at: r.at }));

@@ -1,5 +1,6 @@
 import type { Classification, PlacementRequirement } from '../core/entry.js';
 import type { RunDefinition } from '../core/runfile.js';
+import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
 import type { Pool, PoolClient } from './pool.js';
 
 type Db = Pool | PoolClient;
@@ -253,27 +254,29 @@ export async function stepsWithStatus(db: Db, p: { runId: number; status: StepSt
   return rows.map(mapStep);
 }
 
-/** The step's attempt was delivered: running on that runner. False for a stale attempt or a finished step. */
+/**
+ * The step's attempt was delivered: running on that runner, its started line's id reserved (read
+ * from the step by stepLogRead, not written). False for a stale attempt or a finished step.
+ */
 export async function stepStart(client: PoolClient, p: { stepId: number; attempt: number; runnerId: string }): Promise<boolean> {
   const { rowCount } = await client.query(
-    `UPDATE steps SET status = 'running', runner_id = $3, started_at = now(), finished_at = NULL
+    `UPDATE steps SET status = 'running', runner_id = $3, started_at = now(), finished_at = NULL, start_log_id = ${STEP_LOG_ID_RESERVE}
       WHERE id = $1 AND attempt = $2 AND status IN ('ready', 'running')`,
     [p.stepId, p.attempt, p.runnerId],
   );
   return (rowCount ?? 0) > 0;
 }
 
-/** Batch stepStart: returns the (step, attempt, runner) triples that were current and are now running. */
-export async function stepsStart(client: PoolClient, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<Array<{ stepId: number; attempt: number; runnerId: string }>> {
-  if (items.length === 0) return [];
-  const { rows } = await client.query(
-    `UPDATE steps s SET status = 'running', runner_id = m.runner_id, started_at = now(), finished_at = NULL
+/** Batch stepStart: returns how many of the attempts were current and are now running. */
+export async function stepsStart(client: PoolClient, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<number> {
+  if (items.length === 0) return 0;
+  const { rowCount } = await client.query(
+    `UPDATE steps s SET status = 'running', runner_id = m.runner_id, started_at = now(), finished_at = NULL, start_log_id = ${STEP_LOG_ID_RESERVE}
        FROM unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, runner_id)
-      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')
-      RETURNING s.id, s.attempt, m.runner_id`,
+      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')`,
     [items.map((i) => i.stepId), items.map((i) => i.attempt), items.map((i) => i.runnerId)],
   );
-  return rows.map((r) => ({ stepId: Number(r.id), attempt: r.attempt, runnerId: r.runner_id }));
+  return rowCount ?? 0;
 }
 
 /** Records how the attempt ended; null when the attempt is stale or the step already finished. */
@@ -317,15 +320,29 @@ export async function stepsFinish(
   return rows.map(mapStep);
 }
 
-/** The attempt went back to the queue as a new attempt: ready again, no runner. */
-export async function stepRequeue(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number }): Promise<StepRow | null> {
+/** The start the step row kept for its attempt (as `old_*` columns), or null when it has none. */
+function keptStart(r: any): AttemptStart | null {
+  if (r.old_start_log_id === null || r.old_runner_id === null) return null;
+  return { stepId: Number(r.id), attempt: r.old_attempt, logId: Number(r.old_start_log_id), runnerId: r.old_runner_id, startedAt: r.old_started_at };
+}
+
+/**
+ * The attempt went back to the queue (as a new attempt, or the same one when nothing external saw
+ * it): ready again, no runner. Returns the step and the start of the attempt that ended, which the
+ * row forgets here (for stepLogsStartedKeep); null for a stale attempt or a finished step.
+ */
+export async function stepRequeue(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number }): Promise<{ step: StepRow; ended: AttemptStart | null } | null> {
+  // The old values come from the row as the subquery locked it (NO KEY, as the UPDATE itself
+  // would: log inserts referencing the step are not held up; and only when it matches, as well).
   const { rows } = await client.query(
-    `UPDATE steps SET attempt = $3, status = 'ready', runner_id = NULL, started_at = NULL, exit_code = NULL, cause = NULL
-      WHERE id = $1 AND attempt = $2 AND status IN ('ready', 'running')
-     RETURNING *`,
+    `UPDATE steps s SET attempt = $3, status = 'ready', runner_id = NULL, started_at = NULL, exit_code = NULL, cause = NULL, start_log_id = NULL
+       FROM (SELECT id, attempt, runner_id, started_at, start_log_id FROM steps
+              WHERE id = $1 AND attempt = $2 AND status IN ('ready', 'running') FOR NO KEY UPDATE) old
+      WHERE s.id = old.id AND s.attempt = $2 AND s.status IN ('ready', 'running')
+     RETURNING s.*, old.attempt AS old_attempt, old.runner_id AS old_runner_id, old.started_at AS old_started_at, old.start_log_id AS old_start_log_id`,
     [p.stepId, p.fromAttempt, p.toAttempt],
   );
-  return rows[0] ? mapStep(rows[0]) : null;
+  return rows[0] ? { step: mapStep(rows[0]), ended: keptStart(rows[0]) } : null;
 }
 
 /**
@@ -510,27 +527,32 @@ export async function runReopen(client: PoolClient, runId: number): Promise<void
  * judged: leaving either behind would strand the steps that need them). Nothing changes when the
  * run has no such step.
  */
-export async function stepsRetry(client: PoolClient, runId: number): Promise<{ retried: StepRow[]; reopened: StepRow[] }> {
+export async function stepsRetry(client: PoolClient, runId: number): Promise<{ retried: StepRow[]; reopened: StepRow[]; ended: AttemptStart[] }> {
   const { rows: any } = await client.query(
     `SELECT 1 FROM steps WHERE run_id = $1 AND status IN ('failed', 'system_error', 'cancelled') LIMIT 1`,
     [runId],
   );
-  if (any.length === 0) return { retried: [], reopened: [] };
+  if (any.length === 0) return { retried: [], reopened: [], ended: [] };
+  // The run's steps are locked (stepsLockRun): `old` is the row as it was before this statement.
   const { rows } = await client.query(
-    `UPDATE steps SET status = 'ready', attempt = attempt + 1, runner_id = NULL, exit_code = NULL, cause = NULL,
-            started_at = NULL, finished_at = NULL, log_sealed = false
-      WHERE run_id = $1 AND status IN ('failed', 'system_error')
-     RETURNING *`,
+    `UPDATE steps s SET status = 'ready', attempt = s.attempt + 1, runner_id = NULL, exit_code = NULL, cause = NULL,
+            started_at = NULL, finished_at = NULL, log_sealed = false, start_log_id = NULL
+       FROM steps old
+      WHERE s.id = old.id AND s.run_id = $1 AND s.status IN ('failed', 'system_error')
+     RETURNING s.*, old.attempt AS old_attempt, old.runner_id AS old_runner_id, old.started_at AS old_started_at, old.start_log_id AS old_start_log_id`,
     [runId],
   );
   const { rows: reopened } = await client.query(
-    `UPDATE steps SET status = 'pending', runner_id = NULL, exit_code = NULL, cause = NULL, started_at = NULL, finished_at = NULL, log_sealed = false,
-            unmet_needs = (SELECT count(*) FROM steps n WHERE n.run_id = $1 AND n.name = ANY(steps.needs) AND n.status <> 'succeeded')
-      WHERE run_id = $1 AND status IN ('skipped', 'cancelled')
-     RETURNING *`,
+    `UPDATE steps s SET status = 'pending', runner_id = NULL, exit_code = NULL, cause = NULL, started_at = NULL, finished_at = NULL, log_sealed = false,
+            start_log_id = NULL,
+            unmet_needs = (SELECT count(*) FROM steps n WHERE n.run_id = $1 AND n.name = ANY(s.needs) AND n.status <> 'succeeded')
+       FROM steps old
+      WHERE s.id = old.id AND s.run_id = $1 AND s.status IN ('skipped', 'cancelled')
+     RETURNING s.*, old.attempt AS old_attempt, old.runner_id AS old_runner_id, old.started_at AS old_started_at, old.start_log_id AS old_start_log_id`,
     [runId],
   );
-  return { retried: rows.map(mapStep).sort((a, b) => a.id - b.id), reopened: reopened.map(mapStep).sort((a, b) => a.id - b.id) };
+  const ended = [...rows, ...reopened].map(keptStart).filter((e): e is AttemptStart => e !== null);
+  return { retried: rows.map(mapStep).sort((a, b) => a.id - b.id), reopened: reopened.map(mapStep).sort((a, b) => a.id - b.id), ended };
 }
 
 /** A runner's display name, or its id when it is not registered (any more). */

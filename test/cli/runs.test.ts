@@ -7,7 +7,7 @@ import { runSubmit } from '../../src/orchestrator/submit.js';
 import { stepLogAppend } from '../../src/store/logs.js';
 import { CliProcess, ROOT, runCli } from '../support/cli.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
-import { complete, deliver, registerRunner, runStep } from '../support/lifecycle.js';
+import { complete, deliver, giveBack, registerRunner, runStep } from '../support/lifecycle.js';
 
 const me = `cli:${userInfo().username}`;
 
@@ -141,9 +141,27 @@ describe('opschain runs', () => {
     await follow.waitForOutput(/hello ! warn/);
     await stepLogAppend(db.current.pool, { stepId: lease.stepId, attempt: 1, chunks: [{ stream: 'stdout', text: 'three\n' }] });
     await follow.waitForOutput(/hello \| three/);
-    await complete(db.current.pool, lease, { status: 'succeeded' });
+    // The attempt goes back to the queue and runs again on another runner, the follower watching.
+    await giveBack(db.current.pool, lease, { newAttempt: true, reason: 'released by the runner' });
+    await registerRunner(db.current.pool, 'rnr_cli2', 'build-02');
+    const second = await deliver(db.current.pool, { run: id, step: 'hello', runnerId: 'rnr_cli2', batch: true });
+    await follow.waitForOutput(/started on runner build-02/);
+    await stepLogAppend(db.current.pool, { stepId: second.stepId, attempt: 2, chunks: [{ stream: 'stdout', text: 'four\n' }] });
+    await complete(db.current.pool, second, { status: 'succeeded', runnerId: 'rnr_cli2' });
     expect(await follow.waitExit()).toBe(0);
-    expect(follow.output).toBe(['hello # attempt 1 started on runner rnr_test', 'hello | one', 'hello | two', 'hello ! warn', 'hello | three', ''].join('\n'));
+    expect(follow.output).toBe(
+      [
+        'hello # attempt 1 started on runner rnr_test',
+        'hello | one',
+        'hello | two',
+        'hello ! warn',
+        'hello | three',
+        'hello # attempt 1 back to the queue as attempt 2: released by the runner',
+        'hello # attempt 2 started on runner build-02',
+        'hello | four',
+        '',
+      ].join('\n'),
+    );
 
     const j = await cli(['runs', 'logs', String(id), '--step', 'hello', '--json']);
     expect(j.code).toBe(0);
@@ -152,10 +170,21 @@ describe('opschain runs', () => {
       ['hello', 1, 'stdout', 'one\ntwo\n'],
       ['hello', 1, 'stderr', 'warn\n'],
       ['hello', 1, 'stdout', 'three\n'],
+      ['hello', 1, 'system', 'attempt 1 back to the queue as attempt 2: released by the runner'],
+      ['hello', 2, 'system', 'attempt 2 started on runner build-02'],
+      ['hello', 2, 'stdout', 'four\n'],
     ]);
     const nd = await cli(['runs', 'logs', String(id), '--follow', '--json']);
     expect(nd.code).toBe(0);
-    expect(nd.stdout.trim().split('\n').map((l) => JSON.parse(l).text)).toEqual(['attempt 1 started on runner rnr_test', 'one\ntwo\n', 'warn\n', 'three\n']);
+    expect(nd.stdout.trim().split('\n').map((l) => JSON.parse(l).text)).toEqual([
+      'attempt 1 started on runner rnr_test',
+      'one\ntwo\n',
+      'warn\n',
+      'three\n',
+      'attempt 1 back to the queue as attempt 2: released by the runner',
+      'attempt 2 started on runner build-02',
+      'four\n',
+    ]);
     const unknown = await cli(['runs', 'logs', String(id), '--step', 'nope']);
     expect(unknown.code).toBe(3);
     expect(unknown.stderr.trim()).toBe(`Error: run ${id} has no step named "nope"`);

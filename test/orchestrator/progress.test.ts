@@ -225,6 +225,14 @@ steps:
     await runStep(pool, run, 'b');
     await runStep(pool, run, 'd');
     expect(await runState(pool, run)).toEqual({ status: 'succeeded', cause: null, finished: true });
+    // b's first attempt was cancelled while running and re-entered through pending: each attempt's
+    // start shows once, before that attempt's lines.
+    expect((await stepLogRead(pool, { runId: run, step: 'b' })).map((l) => `${l.attempt} ${l.text}`)).toEqual([
+      '1 attempt 1 started on runner rnr_test',
+      '1 cancelled by test; the runner was told to stop',
+      '2 retried by test as attempt 2',
+      '2 attempt 2 started on runner rnr_test',
+    ]);
   });
 
   it('enqueue idempotency holds through the hooks: duplicate completions and re-enqueues queue once', async () => {
@@ -243,6 +251,33 @@ steps:
     await complete(pool, b, { status: 'succeeded' });
     expect(await withTransaction(pool, (cl) => queueEnqueue(cl, [item]))).toEqual([]);
     expect(await queued(pool, run)).toEqual([['c', 1]]);
+  });
+
+  it('starting attempts is one statement per hook call and writes no log row; the started lines are read from the steps', async () => {
+    const pool = db.current.pool;
+    await registerRunner(pool, 'rnr_named', 'build-05');
+    const run = await submit('name: starts\nsteps:\n  a: { run: echo a }\n  b: { run: echo b }\n  c: { run: echo c }\n');
+    const { rows } = await pool.query(`SELECT id::int, name FROM steps WHERE run_id = $1 ORDER BY name`, [run]);
+    const [a, b, c] = rows.map((r) => r.id as number);
+    const sent: string[] = [];
+    await withTransaction(pool, async (client) => {
+      const original = client.query.bind(client) as (...x: unknown[]) => unknown;
+      (client as unknown as { query: (...x: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        sent.push(String(args[0]));
+        return original(...args);
+      };
+      await orchestratorHooks.stepsStarted(client, [{ stepId: a, attempt: 1, runnerId: 'rnr_named' }, { stepId: b, attempt: 1, runnerId: 'rnr_unregistered' }]);
+      await orchestratorHooks.stepStarted(client, { stepId: c, attempt: 1, runnerId: 'rnr_named' });
+      (client as unknown as { query: unknown }).query = original;
+    });
+    expect(sent).toHaveLength(2);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM step_logs WHERE step_id = ANY($1::bigint[])`, [[a, b, c]])).rows[0].n).toBe(0);
+    // The runner's registered name, or its id when it has none.
+    expect((await stepLogRead(pool, { runId: run })).map((l) => `${l.step} ${l.attempt} ${l.stream} ${l.text}`).sort()).toEqual([
+      'a 1 system attempt 1 started on runner build-05',
+      'b 1 system attempt 1 started on runner rnr_unregistered',
+      'c 1 system attempt 1 started on runner build-05',
+    ]);
   });
 
   it('a requeued attempt comes back as the next attempt with a log line; stale hooks are ignored', async () => {

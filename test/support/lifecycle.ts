@@ -1,11 +1,12 @@
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
+import { leaseReturn } from '../../src/store/leases.js';
 import { withTransaction, type Pool } from '../../src/store/pool.js';
 
 /**
  * The smallest stand-in for the lease lifecycle the hooks are called from: claim a ready entry
  * into a lease and deliver it, then complete it, each in one transaction with the hook inside.
  */
-export async function deliver(pool: Pool, p: { run: number; step: string; runnerId?: string; pools?: string[] }): Promise<{ stepId: number; attempt: number }> {
+export async function deliver(pool: Pool, p: { run: number; step: string; runnerId?: string; pools?: string[]; batch?: boolean }): Promise<{ stepId: number; attempt: number }> {
   return withTransaction(pool, async (client) => {
     const { rows } = await client.query(
       `WITH q AS (DELETE FROM queue_ready WHERE step_id = (SELECT id FROM steps WHERE run_id = $1 AND name = $2) RETURNING *)
@@ -19,7 +20,10 @@ export async function deliver(pool: Pool, p: { run: number; step: string; runner
     if (!rows[0]) throw new Error(`step ${p.step} of run ${p.run} is not on the queue`);
     const stepId = Number(rows[0].step_id);
     for (const pool of p.pools ?? []) await client.query(`INSERT INTO pool_holds (pool, step_id, attempt) VALUES ($1, $2, $3)`, [pool, stepId, rows[0].attempt]);
-    await orchestratorHooks.stepStarted(client, { stepId, attempt: rows[0].attempt, runnerId: p.runnerId ?? 'rnr_test' });
+    const started = { stepId, attempt: rows[0].attempt, runnerId: p.runnerId ?? 'rnr_test' };
+    // `batch`: through the dispatcher's hook (stepsStarted) rather than the single one.
+    if (p.batch) await orchestratorHooks.stepsStarted(client, [started]);
+    else await orchestratorHooks.stepStarted(client, started);
     return { stepId, attempt: rows[0].attempt };
   });
 }
@@ -42,6 +46,21 @@ export async function complete(
       runnerId: outcome.runnerId ?? 'rnr_test',
       event: outcome.event ?? null,
     });
+  });
+}
+
+/**
+ * Puts the step's lease back on the queue as the lease lifecycle does: as the next attempt (a
+ * release, an offer never acked) or, with `newAttempt: false`, as the same one (nothing external
+ * saw it).
+ */
+export async function giveBack(pool: Pool, lease: { stepId: number }, p: { newAttempt: boolean; reason: string }): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    const { rows } = await client.query(`SELECT token FROM scheduler_job_leases WHERE step_id = $1`, [lease.stepId]);
+    if (!rows[0]) throw new Error(`step ${lease.stepId} holds no lease`);
+    for (const l of await leaseReturn(client, { items: [{ stepId: lease.stepId, token: String(rows[0].token) }], newAttempt: p.newAttempt })) {
+      await orchestratorHooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt + (p.newAttempt ? 1 : 0), reason: p.reason });
+    }
   });
 }
 
