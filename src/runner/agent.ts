@@ -111,6 +111,8 @@ export class RunnerAgent {
   private onceDone = false;
   /** Ask for offers acked on delivery (and say which sends are fresh), until a server refuses the fields (one that predates them). */
   private ackOnDelivery = true;
+  /** Carry finished steps' results on the next poll, until a server refuses the field (one that predates it). */
+  private carryCompletions = true;
   /** Aborted when the run-scoped run this runner was executing ends: its restricted polls are moot. */
   private scopedPolls = new AbortController();
   /** Runs whose step log already says the runner's own cap binds. */
@@ -168,7 +170,8 @@ export class RunnerAgent {
       // While a run-scoped run is here, extra polls ask only for its steps, up to its cap as
       // clamped by this runner's own --max-parallel-steps.
       const scope = this.scopedRun();
-      const free = (scope ? scope.cap : this.opts.maxParallelSteps) - this.active.size - this.asked;
+      // A step whose result is on its way no longer holds its slot: the poll for it carries the result.
+      const free = (scope ? scope.cap : this.opts.maxParallelSteps) - this.occupied() - this.asked;
       if (free > 0 && this.polls.size < maxPolls) {
         const poll = this.poll(free, scope?.runId ?? null).finally(() => {
           this.polls.delete(poll);
@@ -183,6 +186,13 @@ export class RunnerAgent {
     await Promise.all([...this.polls]);
   }
 
+  /** Slots taken by steps still running (not those whose result is being reported). */
+  private occupied(): number {
+    let n = 0;
+    for (const s of this.active.values()) if (!s.completing) n++;
+    return n;
+  }
+
   /** The run-scoped run among the running steps, with the concurrency this runner gives it. */
   private scopedRun(): { runId: number; cap: number } | undefined {
     for (const s of this.active.values()) {
@@ -194,17 +204,35 @@ export class RunnerAgent {
   private async poll(slots: number, onlyRunId: number | null = null): Promise<void> {
     let offers: Offer[] = [];
     this.asked += slots;
+    // Results of steps that just finished ride on this poll (complete-and-acquire).
+    const carried = this.carryCompletions ? this.completer.take() : undefined;
     try {
       const signal = onlyRunId === null ? this.pollAbort.signal : AbortSignal.any([this.pollAbort.signal, this.scopedPolls.signal]);
       // One id per logical request: the client's retries reuse it, so a lost answer is not lost work.
-      offers = await this.client.acquire(
-        { request_id: randomUUID(), max_offers: slots, wait_ms: this.pollWaitMs, ...(onlyRunId === null ? {} : { only_run_id: onlyRunId }), ...(this.ackOnDelivery ? { ack_on_delivery: true, fresh: true } : {}) },
+      const answer = await this.client.acquireCarrying(
+        {
+          request_id: randomUUID(),
+          max_offers: slots,
+          wait_ms: this.pollWaitMs,
+          ...(onlyRunId === null ? {} : { only_run_id: onlyRunId }),
+          ...(this.ackOnDelivery ? { ack_on_delivery: true, fresh: true } : {}),
+          ...(carried ? { completions: carried.items } : {}),
+        },
         signal,
       );
+      carried?.settle(answer.results ?? []);
+      offers = answer.offers;
       this.refusals = 0;
     } catch (err) {
+      // Whatever became of the call, the results go out again on their own (a repeat answers ok).
+      carried?.giveBack();
       if (err instanceof CallAbortedError) return;
       if (err instanceof CredentialInvalidError) return this.fail(err);
+      if (carried && err instanceof ProtocolError && err.status === 400 && /completions/.test(err.message)) {
+        this.log.warn({ err: err.message }, 'server predates complete-and-acquire; reporting results on their own');
+        this.carryCompletions = false;
+        return;
+      }
       if (err instanceof ProtocolError && err.status === 400 && /wait_ms/.test(err.message) && this.pollWaitMs !== undefined) {
         // The server's window shrank since registration: let it pick its own.
         this.log.warn({ err: err.message }, 'server refused the poll window; using its default');
@@ -371,7 +399,10 @@ export class RunnerAgent {
     const completion = result.cause === null ? { ...step.lease, exit_code: result.exitCode } : { ...step.lease, exit_code: null, cause: result.cause };
     let r: ItemResult;
     try {
-      r = await this.completer.submit(completion);
+      const reported = this.completer.submit(completion);
+      // Its slot is free now: a poll leaving for it carries this result.
+      this.wakeSlotWaiters();
+      r = await reported;
     } catch (err) {
       if (err instanceof CredentialInvalidError) this.fail(err);
       else if (!(err instanceof CallAbortedError)) this.log.error({ step_id: offer.step_id, err: (err as Error).message }, 'completion refused');

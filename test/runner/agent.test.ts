@@ -101,6 +101,26 @@ describe('runner agent', () => {
     expect(api.callsTo('ack').map((c) => c.body)).toEqual([{ leases: [{ step_id: 32, token: 't32' }] }]);
   });
 
+  it('carries a finished step\'s result on the poll for its slot; a server that refuses the field gets a complete call', async () => {
+    const { finished } = await startAgent();
+    api.offer({ step_id: 41, acked: true, command: 'exit 4' });
+    await waitFor(() => finished.length === 1, { what: 'step 41 reported' });
+    expect(finished[0].outcome).toBe('completed');
+    const carrying = api.callsTo('acquire').filter((c) => c.body.completions);
+    expect(carrying.map((c) => c.body.completions)).toEqual([[{ step_id: 41, token: 't41', exit_code: 4 }]]);
+    expect(api.callsTo('complete')).toHaveLength(0);
+    expect(api.completions).toEqual([{ step_id: 41, token: 't41', exit_code: 4 }]);
+    // A server that predates complete-and-acquire: the result goes out on its own call, once.
+    api.refuseCarried = true;
+    const polls = api.callsTo('acquire').length;
+    api.offer({ step_id: 42, acked: true });
+    await waitFor(() => finished.length === 2, { what: 'step 42 reported' });
+    expect(finished[1].outcome).toBe('completed');
+    expect(api.callsTo('complete').map((c) => c.body)).toEqual([{ completions: [{ step_id: 42, token: 't42', exit_code: 0 }] }]);
+    expect(api.callsTo('acquire').slice(polls).filter((c) => c.body.completions).length).toBe(1);
+    expect(api.completions.map((c) => c.step_id)).toEqual([41, 42]);
+  });
+
   it('asks for as many offers as it has free slots and runs them side by side', async () => {
     await startAgent({ maxParallelSteps: 3 });
     await waitFor(() => api.callsTo('acquire').length > 0);

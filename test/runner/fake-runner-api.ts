@@ -16,6 +16,8 @@ export class FakeRunnerApi {
   readonly releases: any[] = [];
   readonly revoked = new Set<string>();
   credentialValid = true;
+  /** Answer as a server that predates complete-and-acquire: an acquire carrying completions is a 400. */
+  refuseCarried = false;
   url = '';
   private server?: Server;
   private sockets = new Set<Socket>();
@@ -90,8 +92,18 @@ export class FakeRunnerApi {
         if (body.registration_token !== 'ocreg_good') return { status: 401, body: { error: 'credential invalid' } };
         return { status: 201, body: { runner_id: 'rnr_fake', credential: 'ocrnr_fake', lease_ttl_ms: 180_000, poll_window_ms: 1_000 } };
       case 'acquire': {
+        // Complete-and-acquire: carried completions are recorded first, and the call is answered at once.
+        if (this.refuseCarried && body.completions !== undefined) return { status: 400, body: { error: { code: 'invalid_input', message: 'completions: unknown field' } } };
+        const carried: any[] | undefined = body.completions?.length ? body.completions : undefined;
+        const withResults = (offers: Offer[]) => ({ status: 200, body: { offers, ...(carried ? { results: items(carried).body.results } : {}) } });
+        if (carried) this.completions.push(...carried.filter((c: any) => !fenced(c.token) && !this.completions.some((d) => d.step_id === c.step_id && d.token === c.token)));
         const known = this.answers.get(body.request_id);
-        if (known) return { status: 200, body: { offers: known } };
+        if (known) return withResults(known);
+        if (carried) {
+          const offers = this.ready.splice(0, body.max_offers ?? 1);
+          if (offers.length > 0) this.answers.set(body.request_id, offers);
+          return withResults(offers);
+        }
         if (this.ready.length === 0) {
           await new Promise<void>((r) => {
             const t = setTimeout(r, Math.min(body.wait_ms ?? 1000, 1000));
