@@ -133,6 +133,8 @@ export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; 
   return rows[0] ? mapLease(rows[0]) : undefined;
 }
 
+// Only a step in some pool holds anything: the others skip the pool_holds probe (most steps, most completions).
+
 /**
  * Ends leases whose tokens match, each presented by the runner that holds it (items of many
  * runners in one statement): deletes them, records (step, attempt, token, runner) done and drops
@@ -146,7 +148,7 @@ export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef
                  WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id RETURNING l.*),
           done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
                    SELECT step_id, attempt, token, runner_id FROM d ON CONFLICT DO NOTHING),
-          holds AS (DELETE FROM pool_holds h USING d WHERE h.step_id = d.step_id)
+          holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
      SELECT * FROM d`,
     heldRefs(p.items),
   );
@@ -178,7 +180,7 @@ export async function leaseReturn(client: PoolClient, p: { items: LeaseRef[]; ru
   const { rows } = await client.query(
     `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
                  WHERE l.step_id = m.step_id AND l.token = m.token AND ($3::text IS NULL OR l.runner_id = $3) RETURNING l.*),
-          holds AS (DELETE FROM pool_holds h USING d WHERE h.step_id = d.step_id),
+          holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id),
           q AS (INSERT INTO queue_ready (${ENTRY_COLS})
                 SELECT step_id, run_id, shard, attempt + $4, priority, lane, fair_key, weight, pools, requirement, load, run_scope,
                        max_parallel, site_stamp, ready_at, enqueued_at, position FROM d
@@ -220,7 +222,7 @@ export async function leaseExpireDue(client: PoolClient, p: { limit: number }): 
                    WHERE l.step_id = m.step_id AND l.token = m.token RETURNING l.*),
             done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
                      SELECT step_id, attempt, NULL, runner_id FROM d ON CONFLICT DO NOTHING),
-            holds AS (DELETE FROM pool_holds h USING d WHERE h.step_id = d.step_id)
+            holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
        SELECT * FROM d`,
       refs(delivered),
     );
