@@ -1,16 +1,13 @@
-import { EventEmitter } from 'node:events';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { DispatchDeps } from '../../src/dispatch/deps.js';
 import { leaseGroupCommit } from '../../src/dispatch/group-commit.js';
 import { ackLeases, completeLeases, releaseLeases, renewLeases, type ItemResult } from '../../src/dispatch/lifecycle.js';
-import { createLogger } from '../../src/logger.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
-import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import type { Pool } from '../../src/store/pool.js';
 import { useTestDatabase } from '../support/db.js';
-import { deliver, registerRunner } from '../support/lifecycle.js';
+import { deliver, lifecycleDeps, registerRunner } from '../support/lifecycle.js';
 
 const RUNNERS = ['rnr_a', 'rnr_b', 'rnr_c'];
 const LEASES = 4;
@@ -106,17 +103,7 @@ describe('group commit', () => {
   it('gives every item of a group the verdict it gets alone: stale and bogus tokens fenced, repeats idempotent, other runners refused', async () => {
     const pool = db.current.pool;
     for (const r of RUNNERS) await registerRunner(pool, r, r);
-    const deps = {
-      pool,
-      log: createLogger('silent', { pretty: false }),
-      replicaId: 'test-replica',
-      hooks: orchestratorHooks,
-      ownedShards: () => [],
-      ttlMs: 60_000,
-      acceptExceeding: false,
-      events: new EventEmitter(),
-      kick: () => {},
-    } as unknown as DispatchDeps;
+    const deps = lifecycleDeps(pool);
     await fc.assert(
       fc.asyncProperty(scenario, async (s) => {
         // Alone: each call awaited before the next, acks first, then renewals, then completions

@@ -1,16 +1,13 @@
-import { EventEmitter } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DispatchDeps } from '../../src/dispatch/deps.js';
 import { leaseGroupCommit } from '../../src/dispatch/group-commit.js';
 import { completeLeases } from '../../src/dispatch/lifecycle.js';
-import { createLogger } from '../../src/logger.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import { createPool, type Pool, type PoolClient } from '../../src/store/pool.js';
 import { TRIGGERS_CHANNEL } from '../../src/store/triggers.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
-import { complete, deliver, registerRunner, runState } from '../support/lifecycle.js';
+import { complete, deliver, lifecycleDeps, registerRunner, runState } from '../support/lifecycle.js';
 import { recordStatements } from '../support/statements.js';
 
 describe('the roll-up of the runs a completion group finishes', () => {
@@ -38,17 +35,7 @@ describe('the roll-up of the runs a completion group finishes', () => {
 
   it('finishes every run the group closed, each with its status and cause, unpins them and wakes the launch loop for the templated one', async () => {
     const store = db.current.pool;
-    const deps = {
-      pool,
-      log: createLogger('silent', { pretty: false }),
-      replicaId: 'test-replica',
-      hooks: orchestratorHooks,
-      ownedShards: () => [],
-      ttlMs: 60_000,
-      acceptExceeding: false,
-      events: new EventEmitter(),
-      kick: () => {},
-    } as unknown as DispatchDeps;
+    const deps = lifecycleDeps(pool);
     for (const r of ['rnr_a', 'rnr_b', 'rnr_c']) await registerRunner(store, r, r);
     const submit = async (text: string) => (await runSubmit(store, runFileLoad(text), { actor: 'test' })).runId;
     const pair = 'steps:\n  a: { run: a }\n  b: { run: b }\n';

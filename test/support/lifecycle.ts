@@ -1,3 +1,6 @@
+import { EventEmitter } from 'node:events';
+import type { DispatchDeps } from '../../src/dispatch/deps.js';
+import { createLogger } from '../../src/logger.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { leaseReturn } from '../../src/store/leases.js';
 import { withTransaction, type Pool } from '../../src/store/pool.js';
@@ -86,4 +89,19 @@ export async function runState(pool: Pool, run: number): Promise<{ status: strin
 
 export async function registerRunner(pool: Pool, id: string, name: string): Promise<void> {
   await pool.query(`INSERT INTO runners (id, name, credential_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [id, name, `hash-${id}`]);
+}
+
+/** What the lease lifecycle calls (acks, renewals, completions, releases) need of a replica, with no dispatcher. */
+export function lifecycleDeps(pool: Pool): DispatchDeps {
+  return {
+    pool,
+    log: createLogger('silent', { pretty: false }),
+    replicaId: 'test-replica',
+    hooks: orchestratorHooks,
+    ownedShards: () => [],
+    ttlMs: 60_000,
+    acceptExceeding: false,
+    events: new EventEmitter(),
+    kick: () => {},
+  } as unknown as DispatchDeps;
 }
