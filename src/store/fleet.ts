@@ -188,10 +188,15 @@ export interface FleetQueueSnapshot {
 export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number } = {}): Promise<FleetQueueSnapshot> {
   const limit = p.limit ?? 1000;
   const runId = p.runId ?? null;
-  const ready = await db.query(
-    `SELECT *, now() AS db_now, count(*) OVER () AS total FROM queue_ready WHERE $2::bigint IS NULL OR run_id = $2 ORDER BY lane, ready_at, position LIMIT $1`,
-    [limit, runId],
-  );
+  // One run's entries are found through its steps (the queue keeps no index by run).
+  const ready =
+    runId === null
+      ? await db.query(`SELECT *, now() AS db_now, count(*) OVER () AS total FROM queue_ready ORDER BY lane, ready_at, position LIMIT $1`, [limit])
+      : await db.query(
+          `SELECT q.*, now() AS db_now, count(*) OVER () AS total FROM steps s JOIN queue_ready q ON q.step_id = s.id
+            WHERE s.run_id = $2 ORDER BY q.lane, q.ready_at, q.position LIMIT $1`,
+          [limit, runId],
+        );
   const leased = await db.query(`SELECT * FROM scheduler_job_leases WHERE $1::bigint IS NULL OR run_id = $1 ORDER BY claimed_at, step_id`, [runId]);
   const runners = await fleetRead(db);
   const posture = await postureRead(db);
@@ -300,7 +305,7 @@ export async function runnerLeasesRead(db: Db, runnerIds: string[]): Promise<Run
 export async function runnerPinsRead(db: Db, runnerIds: string[]): Promise<Array<{ runId: number; run: string | null; runnerId: string; queued: number }>> {
   if (runnerIds.length === 0) return [];
   const { rows } = await db.query(
-    `SELECT p.run_id, r.name AS run, p.runner_id, (SELECT count(*) FROM queue_ready q WHERE q.run_id = p.run_id) AS queued
+    `SELECT p.run_id, r.name AS run, p.runner_id, (SELECT count(*) FROM steps s JOIN queue_ready q ON q.step_id = s.id WHERE s.run_id = p.run_id) AS queued
        FROM scheduler_run_pins p LEFT JOIN runs r ON r.id = p.run_id
       WHERE p.runner_id = ANY($1::text[])
       ORDER BY p.run_id`,

@@ -76,7 +76,7 @@ export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number
 
 /** Removes a run's ready entries (cancel); returns the step ids removed. */
 export async function queueRemoveRun(db: Db, runId: number): Promise<number[]> {
-  const { rows } = await db.query(`DELETE FROM queue_ready WHERE run_id = $1 RETURNING step_id`, [runId]);
+  const { rows } = await db.query(`DELETE FROM queue_ready q USING steps s WHERE s.run_id = $1 AND q.step_id = s.id RETURNING q.step_id`, [runId]);
   return rows.map((r) => Number(r.step_id));
 }
 
