@@ -78,9 +78,10 @@ export async function runnerRegisterExclusive(pool: Pool, r: RunnerRegistration)
   });
 }
 
-export async function runnerByCredential(db: Db, credentialHash: string): Promise<RunnerRow | undefined> {
-  const { rows } = await db.query(`SELECT * FROM runners WHERE credential_hash = $1 AND deleted_at IS NULL`, [credentialHash]);
-  return rows[0] ? mapRunner(rows[0]) : undefined;
+/** Live runners by credential hash (many calls' credentials in one read): hash → runner. */
+export async function runnersByCredentials(db: Db, credentialHashes: string[]): Promise<Map<string, RunnerRow>> {
+  const { rows } = await db.query(`SELECT * FROM runners WHERE credential_hash = ANY($1::text[]) AND deleted_at IS NULL`, [credentialHashes]);
+  return new Map(rows.map((r) => [r.credential_hash as string, mapRunner(r)]));
 }
 
 /** Liveness: a poll was seen on this replica. */
