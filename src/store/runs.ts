@@ -471,27 +471,32 @@ export async function runsFinish(
 ): Promise<Array<{ id: number; status: RunStatus }>> {
   if (p.runIds.length === 0) return [];
   const { rows } = await client.query(
+    // Each run's steps are read through the (run_id, name) index, one run at a time (LATERAL): a
+    // join over the whole set would have the planner scan every step of every run instead.
     `WITH ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id),
-          tally AS (SELECT s.run_id, count(*) FILTER (WHERE s.status IN ('pending', 'ready', 'running')) AS open,
-                           count(*) FILTER (WHERE s.status = 'cancelled') AS cancelled
-                      FROM steps s JOIN ids ON s.run_id = ids.id GROUP BY s.run_id),
-          bad AS (SELECT DISTINCT ON (s.run_id, s.status) s.run_id, s.status, s.name, s.cause, s.exit_code
-                    FROM steps s JOIN ids ON s.run_id = ids.id
-                   WHERE s.status IN ('system_error', 'failed')
-                   ORDER BY s.run_id, s.status, s.finished_at, s.id),
           verdict AS (
-            SELECT ids.id, coalesce(t.open, 0) AS open,
-                   CASE WHEN e.run_id IS NOT NULL THEN 'error' WHEN f.run_id IS NOT NULL THEN 'failed'
+            SELECT ids.id, t.open,
+                   CASE WHEN e.name IS NOT NULL THEN 'error' WHEN f.name IS NOT NULL THEN 'failed'
                         WHEN t.cancelled > 0 THEN 'cancelled' ELSE 'succeeded' END AS status,
                    -- The runner's own cause usually names the exit code already: say it once.
-                   CASE WHEN e.run_id IS NOT NULL THEN 'step ' || e.name || ': ' || coalesce(e.cause, 'system error')
-                        WHEN f.run_id IS NOT NULL THEN 'step ' || f.name || ' failed' ||
+                   CASE WHEN e.name IS NOT NULL THEN 'step ' || e.name || ': ' || coalesce(e.cause, 'system error')
+                        WHEN f.name IS NOT NULL THEN 'step ' || f.name || ' failed' ||
                              CASE WHEN coalesce(f.cause, '') <> '' THEN ': ' || f.cause
                                   WHEN f.exit_code IS NOT NULL THEN ' with exit code ' || f.exit_code ELSE '' END END AS cause
-              FROM ids LEFT JOIN tally t ON t.run_id = ids.id
-                   LEFT JOIN bad e ON e.run_id = ids.id AND e.status = 'system_error'
-                   LEFT JOIN bad f ON f.run_id = ids.id AND f.status = 'failed'
-             WHERE coalesce(t.open, 0) = 0 OR $2::text IS NOT NULL),
+              FROM ids
+             CROSS JOIN LATERAL (
+                    SELECT count(*) FILTER (WHERE s.status IN ('pending', 'ready', 'running')) AS open,
+                           count(*) FILTER (WHERE s.status = 'cancelled') AS cancelled,
+                           count(*) FILTER (WHERE s.status = 'system_error') AS errors,
+                           count(*) FILTER (WHERE s.status = 'failed') AS failures
+                      FROM steps s WHERE s.run_id = ids.id) t
+              LEFT JOIN LATERAL (
+                    SELECT s.name, s.cause FROM steps s
+                     WHERE t.errors > 0 AND s.run_id = ids.id AND s.status = 'system_error' ORDER BY s.finished_at, s.id LIMIT 1) e ON true
+              LEFT JOIN LATERAL (
+                    SELECT s.name, s.cause, s.exit_code FROM steps s
+                     WHERE t.errors = 0 AND t.failures > 0 AND s.run_id = ids.id AND s.status = 'failed' ORDER BY s.finished_at, s.id LIMIT 1) f ON true
+             WHERE t.open = 0 OR $2::text IS NOT NULL),
           done AS (
             UPDATE runs r SET status = coalesce($2, v.status), cause = coalesce(r.cause, $3, v.cause), finished_at = now(), open_steps = v.open
               FROM verdict v
