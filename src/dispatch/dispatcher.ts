@@ -1,10 +1,10 @@
 import type { QueueEntry, Waiter } from '../core/entry.js';
-import { planDelivery, type Delivery, type FleetRunner } from '../core/plan.js';
-import { leaseDeliver, leasesOutstandingByRun, offerDetails, pinsCreate, pinsForRuns, type LeaseRow, type OfferDetail } from '../store/leases.js';
-import { fleetRead, runnerScopedRuns } from '../store/fleet.js';
+import { planDelivery, type Delivery, type FleetRunner, type PoolState } from '../core/plan.js';
+import { leaseDeliverOffers, leasesOutstandingByRun, pinsCreate, pinsForRuns, type LeaseRow, type OfferDetail } from '../store/leases.js';
+import { fleetParkedRead, fleetRead, type FleetRunnerRow } from '../store/fleet.js';
 import { withTransaction } from '../store/pool.js';
 import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
-import { postureRead, type PostureField } from '../store/posture.js';
+import type { PostureField } from '../store/posture.js';
 import { queueClaim } from '../store/queue.js';
 import type { DispatchDeps } from './deps.js';
 import { emitDispatch } from './events.js';
@@ -14,122 +14,183 @@ import { ackDeadlineMs, toOffer, type Offer } from './offers.js';
 import type { ParkedAcquire } from './waiters.js';
 
 export const CLAIM_BATCH = 64;
-/** Pages of the queue one tick may look through when the head cannot be placed on any parked runner. */
+/** Claim statements one tick may issue: more pages when the head cannot be placed, or calls joined. */
 const MAX_PAGES = 4;
+/** Entries one tick may claim in all; each claim asks for as many as the calls have open slots. */
+const MAX_CLAIMED = CLAIM_BATCH * MAX_PAGES;
 export const POLL_BUSY_MS = 250;
 export const POLL_IDLE_MS = 2_000;
 
 export interface TickResult { waiters: number; claimed: number; delivered: number; returned: number; held: PostureField | null }
 
 /**
- * One dispatch tick: claim due entries of the owned shards, plan them over the acquires parked
- * at the tick's start, and deliver in the same transaction that locked them. An entry no
- * parked runner can take is never moved: it keeps its place in the queue.
+ * One dispatch tick: claim due entries of the owned shards, plan them over the parked acquires,
+ * and deliver in the same transaction that locked them. An entry no parked runner can take is
+ * never moved: it keeps its place in the queue.
  */
 export async function dispatchOnce(deps: DispatchDeps): Promise<TickResult> {
-  const parked = deps.registry.snapshot();
+  const calls = deps.registry.snapshot();
   try {
-    return await tick(deps, parked);
+    return await tick(deps, calls);
   } finally {
-    deps.registry.unreserve(parked);
+    // Calls that joined the tick while it ran were appended to the same list.
+    deps.registry.unreserve(calls);
   }
 }
 
-async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickResult> {
-  const result: TickResult = { waiters: parked.length, claimed: 0, delivered: 0, returned: 0, held: null };
-  if (parked.length === 0) return result;
-  const posture = await postureRead(deps.pool);
-  const held = offersHeldBy(posture);
+/**
+ * The acquire calls a tick plans over, one waiter each, and what the tick has planned for their
+ * runners on top of what the store showed: slots taken, load added, the scoped run taken up.
+ */
+class TickWaiters {
+  readonly all: Waiter[] = [];
+  /** The acquire call each waiter stands for: an offer goes to the very call it was planned on. */
+  readonly callOf = new Map<Waiter, ParkedAcquire>();
+  /** runner id → the run-scoped run it executes (store) or was just handed (this tick). */
+  readonly runnerRuns = new Map<string, number>();
+  private readonly plannedLoad = new Map<string, number>();
+
+  add(calls: ParkedAcquire[], rows: FleetRunnerRow[]): void {
+    const byId = new Map(rows.map((r) => [r.runnerId, r]));
+    for (const a of calls) {
+      const p = byId.get(a.runner.id);
+      if (!p) continue;
+      // A runner this tick already planned for carries that load, which the store does not show yet.
+      const w: Waiter = {
+        runnerId: a.runner.id,
+        runnerName: a.runner.name,
+        group: p.group,
+        labels: p.labels,
+        executors: p.executors,
+        groupAttributes: p.groupAttributes,
+        exclusive: p.exclusive,
+        maxLoad: p.maxLoad,
+        runningLoad: p.runningLoad + (this.plannedLoad.get(p.runnerId) ?? 0),
+        slots: a.slots,
+        onlyRunId: a.onlyRunId,
+        drained: p.drained,
+      };
+      this.all.push(w);
+      this.callOf.set(w, a);
+      if (p.scopedRunId !== null && !this.runnerRuns.has(p.runnerId)) this.runnerRuns.set(p.runnerId, p.scopedRunId);
+    }
+  }
+
+  open(): Waiter[] {
+    return this.all.filter((w) => w.slots > 0 && !w.drained);
+  }
+
+  /** The plan's waiter is one acquire call: it has one slot fewer, and its runner's load grows on every call it has here. */
+  planned(d: Delivery, scoped: boolean): void {
+    d.waiter.slots -= 1;
+    this.plannedLoad.set(d.waiter.runnerId, (this.plannedLoad.get(d.waiter.runnerId) ?? 0) + d.entry.load);
+    for (const w of this.all) if (w.runnerId === d.waiter.runnerId) w.runningLoad += d.entry.load;
+    if (scoped) this.runnerRuns.set(d.waiter.runnerId, d.entry.runId);
+  }
+}
+
+const runnerIdsOf = (calls: ParkedAcquire[]) => [...new Set(calls.map((a) => a.runner.id))];
+
+/**
+ * The tick over `calls` (the calls parked at its start). Until its last claim, calls that park
+ * meanwhile join it before its next claim (appended to `calls`): a call that arrives just after
+ * a tick began is served by that tick instead of waiting for it and the next one. Each claim is
+ * planned in stride order with what earlier claims of the tick charged, so joining changes who
+ * is served sooner, not the order work is handed out in.
+ */
+async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickResult> {
+  const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, held: null };
+  if (calls.length === 0) return result;
+  // The posture and the parked runners in one read: a held fleet costs this statement only.
+  const parked = await fleetParkedRead(deps.pool, runnerIdsOf(calls));
+  const held = offersHeldBy(parked.posture);
   if (held) {
     result.held = held;
     return result;
   }
-  const parkedRunners = await fleetRead(deps.pool, { runnerIds: [...new Set(parked.map((a) => a.runner.id))] });
-  const postures = new Map(parkedRunners.map((r) => [r.runnerId, r]));
-  const waiters: Waiter[] = [];
-  /** The acquire call each waiter stands for: an offer goes to the very call it was planned on. */
-  const callOfWaiter = new Map<Waiter, ParkedAcquire>();
-  for (const a of parked) {
-    const p = postures.get(a.runner.id);
-    if (!p) continue;
-    waiters.push({
-      runnerId: a.runner.id,
-      runnerName: a.runner.name,
-      group: p.group,
-      labels: p.labels,
-      executors: p.executors,
-      groupAttributes: p.groupAttributes,
-      exclusive: p.exclusive,
-      maxLoad: p.maxLoad,
-      runningLoad: p.runningLoad,
-      slots: a.slots,
-      onlyRunId: a.onlyRunId,
-      drained: p.drained,
-    });
-    callOfWaiter.set(waiters[waiters.length - 1], a);
-  }
-  const totalSlots = waiters.filter((w) => !w.drained).reduce((n, w) => n + w.slots, 0);
-  if (totalSlots === 0) return result;
+  const waiters = new TickWaiters();
+  waiters.add(calls, parked.runners);
+  if (waiters.open().length === 0) return result;
 
   const delivered = await withTransaction(deps.pool, async (client) => {
     let deliveries: Delivery[] = [];
     let after: { lane: number; position: number } | undefined;
-    const remaining = waiters.map((w) => {
-      const copy = { ...w };
-      callOfWaiter.set(copy, callOfWaiter.get(w)!);
-      return copy;
-    });
-    // What earlier pages of this tick planned and the store does not show yet: the next page's
-    // plan counts them, so a pin binds its siblings and no cap or pool limit is overrun.
+    // Claims no waiter could take yet: still locked by this transaction, planned again with the
+    // next page (a call that joined may take them), and left in place at commit.
+    let unplaced: QueueEntry[] = [];
+    // What the store showed for the runs and pools of this tick's claims, read once each, and what
+    // earlier pages planned on top: the next page's plan counts both, so a pin binds its siblings
+    // and no cap or pool limit is overrun.
     const fair = deps.fair.clone();
+    const storePins = new Map<number, string>();
+    const storeOut = new Map<number, number>();
+    const runsRead = new Set<number>();
+    const storePools: PoolState = new Map();
+    const poolsRead = new Set<string>();
     const tickPins = new Map<number, string>();
     const tickOut = new Map<number, number>();
     const tickHolds = new Map<string, number>();
     let fleet: FleetRunner[] | undefined;
-    let runnerRuns: Map<string, number> | undefined;
-    for (let page = 0; page < MAX_PAGES; page++) {
-      const open = remaining.filter((w) => w.slots > 0 && !w.drained);
+    for (let page = 0; page < MAX_PAGES && result.claimed < MAX_CLAIMED; page++) {
+      let joined = false;
+      const openSlots = () => waiters.open().reduce((n, w) => n + w.slots, 0);
+      // Only calls this tick can still serve in full join it: a call answered after one tick
+      // (it carried completions) must not be answered short for want of claim budget.
+      const more = deps.registry.joiners(MAX_CLAIMED - result.claimed - openSlots());
+      if (more.length > 0) {
+        calls.push(...more);
+        const late = await fleetParkedRead(client, runnerIdsOf(more));
+        // A posture pulled since the tick began keeps the late calls out; what was planned stands.
+        if (!offersHeldBy(late.posture)) {
+          waiters.add(more, late.runners);
+          joined = true;
+        }
+      }
+      const open = waiters.open();
       const slots = open.reduce((n, w) => n + w.slots, 0);
       if (slots === 0) break;
-      const claims = await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit: Math.min(CLAIM_BATCH, slots), after });
+      const limit = Math.min(slots, MAX_CLAIMED - result.claimed);
+      const claims = await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit, after });
       result.claimed += claims.length;
-      if (claims.length === 0) break;
-      // Only run-scoped runs are ever pinned or capped (the scope is frozen on every entry of the run).
-      const scoped = [...new Set(claims.filter((c) => c.runScope).map((c) => c.runId))];
-      const pins = await pinsForRuns(client, scoped);
-      const outstanding = await leasesOutstandingByRun(client, scoped);
-      const pools = await poolStateRead(client, [...new Set(claims.flatMap((c) => c.pools))]);
-      runnerRuns ??= await runnerScopedRuns(client, [...new Set(waiters.map((w) => w.runnerId))]);
-      for (const [run, runner] of tickPins) pins.set(run, runner);
-      for (const [run, n] of tickOut) outstanding.set(run, (outstanding.get(run) ?? 0) + n);
-      for (const [name, n] of tickHolds) {
-        const p = pools.get(name);
-        if (p) p.held += n;
+      if (claims.length === 0 && !(joined && unplaced.length > 0)) break;
+      const batch = [...unplaced, ...claims];
+      // Only run-scoped runs are ever pinned or capped (the scope is frozen on every entry of the
+      // run): a tick with no run-scoped claim reads neither.
+      const newRuns = [...new Set(batch.filter((c) => c.runScope && !runsRead.has(c.runId)).map((c) => c.runId))];
+      if (newRuns.length > 0) {
+        for (const [run, runner] of await pinsForRuns(client, newRuns)) storePins.set(run, runner);
+        for (const [run, n] of await leasesOutstandingByRun(client, newRuns)) storeOut.set(run, n);
+        for (const run of newRuns) runsRead.add(run);
       }
+      const newPools = [...new Set(batch.flatMap((c) => c.pools))].filter((name) => !poolsRead.has(name));
+      if (newPools.length > 0) {
+        for (const [name, p] of await poolStateRead(client, newPools)) storePools.set(name, p);
+        for (const name of newPools) poolsRead.add(name);
+      }
+      const pins = new Map([...storePins, ...tickPins]);
+      const outstanding = new Map(storeOut);
+      for (const [run, n] of tickOut) outstanding.set(run, (outstanding.get(run) ?? 0) + n);
+      const pools: PoolState = new Map([...storePools].map(([name, p]) => [name, { limit: p.limit, held: p.held + (tickHolds.get(name) ?? 0) }]));
       // "Exceeds every max_load" is judged against the whole fleet, read only when a claim is
       // larger than some parked runner could ever take.
       const smallest = Math.min(...open.map((w) => w.maxLoad));
-      if (!fleet && claims.some((c) => c.load > smallest)) fleet = (await fleetRead(client)).filter((r) => !r.drained);
-      const plan = planDelivery({ claims, waiters: open, pools, pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding, fairShare: fair, fleet, runnerRuns });
-      result.returned += plan.returned.length;
+      if (!fleet && batch.some((c) => c.load > smallest)) fleet = (await fleetRead(client)).filter((r) => !r.drained);
+      const plan = planDelivery({ claims: batch, waiters: open, pools, pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding, fairShare: fair, fleet, runnerRuns: waiters.runnerRuns });
+      unplaced = plan.returned.map((r) => r.entry);
       for (const d of plan.deliveries) {
         deliveries.push(d);
         fair.charge(d.entry.lane, d.entry.fairKey, d.entry.weight);
         if (d.pin) tickPins.set(d.entry.runId, d.waiter.runnerId);
-        if (d.entry.runScope || pins.has(d.entry.runId)) {
-          runnerRuns.set(d.waiter.runnerId, d.entry.runId);
-          tickOut.set(d.entry.runId, (tickOut.get(d.entry.runId) ?? 0) + 1);
-        }
+        const scoped = d.entry.runScope || pins.has(d.entry.runId);
+        if (scoped) tickOut.set(d.entry.runId, (tickOut.get(d.entry.runId) ?? 0) + 1);
         for (const name of d.entry.pools) tickHolds.set(name, (tickHolds.get(name) ?? 0) + 1);
-        // The plan's waiter is this tick's copy of one acquire call: that call has one slot fewer,
-        // and the runner's load grows on every call it has parked.
-        d.waiter.slots -= 1;
-        for (const w of remaining) if (w.runnerId === d.waiter.runnerId) w.runningLoad += d.entry.load;
+        waiters.planned(d, scoped);
       }
-      if (claims.length < Math.min(CLAIM_BATCH, slots)) break;
+      if (claims.length < limit) break;
       const last: QueueEntry = claims[claims.length - 1];
       after = { lane: last.lane, position: last.position };
     }
+    result.returned = unplaced.length;
     if (deliveries.length === 0) return { leases: [] as Array<{ lease: LeaseRow; call: ParkedAcquire }>, details: new Map<number, OfferDetail>(), deliveries };
     // Pool holds, all or none per step, limit rows locked in name order; a step another replica
     // filled the pool ahead of stays queued (its claim is simply not delivered).
@@ -150,21 +211,24 @@ async function tick(deps: DispatchDeps, parked: ParkedAcquire[]): Promise<TickRe
     }
     // Each offer goes to the acquire call it was planned on (its slots and its only_run_id held).
     const callOf = new Map<number, ParkedAcquire>();
-    for (const d of deliveries) callOf.set(d.entry.stepId, callOfWaiter.get(d.waiter)!);
+    for (const d of deliveries) callOf.set(d.entry.stepId, waiters.callOf.get(d.waiter)!);
     const items = deliveries.map((d) => {
       const call = callOf.get(d.entry.stepId)!;
       return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId, acked: call.ackOnDelivery ?? false };
     });
-    const leases = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items });
+    const offers = await leaseDeliverOffers(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items });
+    const leases = offers.map((o) => o.lease);
     // A planned delivery that did not become a lease stays queued: it must not keep a pool hold.
     const leased = new Set(leases.map((l) => l.stepId));
     const unheld = deliveries.filter((d) => d.entry.pools.length > 0 && !leased.has(d.entry.stepId)).map((d) => d.entry.stepId);
     if (unheld.length > 0) await poolHoldRelease(client, unheld);
     await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! })));
-    const details = await offerDetails(client, leases.map((l) => l.stepId));
+    const details = new Map<number, OfferDetail>();
+    for (const o of offers) if (o.detail) details.set(o.lease.stepId, o.detail);
     return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries };
   });
 
+  result.waiters = calls.length;
   result.delivered = delivered.leases.length;
   // Fair-share advances only for deliveries that committed.
   const committed = new Map(delivered.leases.map((l) => [l.lease.stepId, l.lease.deliveredAt ?? l.lease.claimedAt]));

@@ -73,6 +73,23 @@ export class WaiterRegistry {
     return list;
   }
 
+  /**
+   * The acquires that parked since the running tick took its snapshot (or its last join), oldest
+   * first and as many as `maxSlots` can serve in full, reserved for it too: a tick still planning
+   * takes them in instead of leaving them for the next one.
+   */
+  joiners(maxSlots: number): ParkedAcquire[] {
+    const list: ParkedAcquire[] = [];
+    for (const a of this.parked.values()) {
+      if (a.settled || a.reserved || a.slots <= 0) continue;
+      if (a.slots > maxSlots) break;
+      maxSlots -= a.slots;
+      a.reserved = true;
+      list.push(a);
+    }
+    return list;
+  }
+
   /** The tick is over: calls whose window ended meanwhile, or that wait one tick only, and got nothing are answered empty. */
   unreserve(list: ParkedAcquire[]): void {
     for (const a of list) {

@@ -26,6 +26,8 @@ export interface FleetRunnerRow extends VerdictRunner {
   lastSeenAt: Date;
   /** Live leases delivered to it. */
   leases: number;
+  /** The run-scoped run it is executing now (the lowest id if several), or null. */
+  scopedRunId: number | null;
 }
 
 const mapRunner = (r: any): FleetRunnerRow => ({
@@ -49,30 +51,57 @@ const mapRunner = (r: any): FleetRunnerRow => ({
   maxParallelSteps: r.max_parallel_steps,
   lastSeenAt: r.last_seen_at,
   leases: Number(r.leases),
+  scopedRunId: r.scoped_run == null ? null : Number(r.scoped_run),
 });
 
 /**
- * The fleet in one statement: every undeleted runner (or just `runnerIds`, the runners parked on a
- * tick) with its group's attributes, exclusive and drain flags, and its running load (the sum of
- * its delivered leases' loads).
+ * Every undeleted runner (or those of $1) with its group's attributes, exclusive and drain flags,
+ * and its live leases: their count, their summed load (its running load) and the run-scoped run
+ * among them.
  */
-export async function fleetRead(db: Db, opts: { runnerIds?: string[] } = {}): Promise<FleetRunnerRow[]> {
-  const { rows } = await db.query(
-    `SELECT r.id, r.name, r.group_name, r.labels, r.executors, r.max_load, r.max_parallel_steps, r.site, r.state,
+const FLEET_SQL = `SELECT r.id, r.name, r.group_name, r.labels, r.executors, r.max_load, r.max_parallel_steps, r.site, r.state,
             r.last_seen_at, r.drained, r.drain_reason,
             coalesce(g.attributes, '{}'::jsonb) AS attributes, coalesce(g.exclusive, false) AS exclusive,
             coalesce(g.drained, false) AS group_drained, g.drain_reason AS group_drain_reason,
-            coalesce(l.load, 0) AS running_load, coalesce(l.n, 0) AS leases
+            coalesce(l.load, 0) AS running_load, coalesce(l.n, 0) AS leases, l.scoped_run
        FROM runners r
        LEFT JOIN runner_groups g ON g.name = r.group_name
-       LEFT JOIN (SELECT runner_id, sum(load) AS load, count(*) AS n FROM scheduler_job_leases
+       LEFT JOIN (SELECT runner_id, sum(load) AS load, count(*) AS n, min(run_id) FILTER (WHERE run_scope) AS scoped_run
+                    FROM scheduler_job_leases
                    WHERE runner_id IS NOT NULL AND ($1::text[] IS NULL OR runner_id = ANY($1::text[]))
                    GROUP BY runner_id) l ON l.runner_id = r.id
-      WHERE r.deleted_at IS NULL AND ($1::text[] IS NULL OR r.id = ANY($1::text[]))
-      ORDER BY r.name, r.id`,
-    [opts.runnerIds ?? null],
-  );
+      WHERE r.deleted_at IS NULL AND ($1::text[] IS NULL OR r.id = ANY($1::text[]))`;
+
+/** The fleet in one statement: every undeleted runner, or just `runnerIds`. */
+export async function fleetRead(db: Db, opts: { runnerIds?: string[] } = {}): Promise<FleetRunnerRow[]> {
+  const { rows } = await db.query(`${FLEET_SQL} ORDER BY r.name, r.id`, [opts.runnerIds ?? null]);
   return rows.map(mapRunner);
+}
+
+/** What a dispatch tick reads before it claims: the posture flags and the parked runners' rows. */
+export interface ParkedFleet {
+  posture: Pick<FleetPosture, 'quiesced' | 'halted' | 'systemQuiesced'>;
+  runners: FleetRunnerRow[];
+}
+
+/**
+ * The posture flags and these runners' rows in one statement (one round trip per tick, not two):
+ * the flags come back even when no runner matches.
+ */
+export async function fleetParkedRead(db: Db, runnerIds: string[]): Promise<ParkedFleet> {
+  const { rows } = await db.query(
+    `SELECT p.quiesced AS posture_quiesced, p.halted AS posture_halted, p.system_quiesced AS posture_system_quiesced, f.*
+       FROM (SELECT coalesce(bool_or(quiesced), false) AS quiesced, coalesce(bool_or(halted), false) AS halted,
+                    coalesce(bool_or(system_quiesced), false) AS system_quiesced
+               FROM fleet_posture WHERE id) p
+       LEFT JOIN (${FLEET_SQL}) f ON true`,
+    [runnerIds],
+  );
+  const p = rows[0];
+  return {
+    posture: { quiesced: p.posture_quiesced, halted: p.posture_halted, systemQuiesced: p.posture_system_quiesced },
+    runners: rows.filter((r) => r.id !== null).map(mapRunner),
+  };
 }
 
 /**

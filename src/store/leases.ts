@@ -53,25 +53,44 @@ const refs = (items: LeaseRef[]) => [items.map((i) => i.stepId), items.map((i) =
 /** `acked`: the runner asked for its offers acked on delivery (no ack call, no ack deadline). */
 export interface DeliverItem { stepId: number; runnerId: string; requestId: string | null; acked?: boolean }
 
-/**
- * Moves claimed queue rows into delivered leases in one statement. Runs in the transaction that
- * locked them with queueClaim, so a crash before commit leaves the queue untouched.
- */
-export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<LeaseRow[]> {
-  if (p.items.length === 0) return [];
-  const { rows } = await client.query(
-    `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
-          d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*)
+/** The leases delivered, as CTE `l`: claimed queue rows moved onto delivered lease rows. */
+const DELIVER_CTES = `m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
+          d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*),
+          l AS (
      INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_id, ack_deadline, acked_at, expires_at)
      SELECT d.step_id, d.run_id, d.shard, d.attempt, d.priority, d.lane, d.fair_key, d.weight, d.pools, d.requirement, d.load,
             d.run_scope, d.max_parallel, d.site_stamp, d.ready_at, d.enqueued_at, d.position,
             $4, now(), now(), m.runner_id, m.request_id, now() + $5 * interval '1 millisecond',
             CASE WHEN m.acked THEN now() END, now() + $6 * interval '1 millisecond'
        FROM d JOIN m USING (step_id)
-     RETURNING *`,
-    [p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)],
-  );
+     RETURNING *)`;
+
+const deliverParams = (p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }) => [
+  p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false),
+];
+
+/**
+ * Moves claimed queue rows into delivered leases in one statement. Runs in the transaction that
+ * locked them with queueClaim, so a crash before commit leaves the queue untouched.
+ */
+export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<LeaseRow[]> {
+  if (p.items.length === 0) return [];
+  const { rows } = await client.query(`WITH ${DELIVER_CTES} SELECT * FROM l`, deliverParams(p));
   return rows.map(mapLease);
+}
+
+/**
+ * leaseDeliver that also returns what each offer carries (offerDetails), read by the same
+ * statement: a tick's delivery is one round trip, not two.
+ */
+export async function leaseDeliverOffers(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<Array<{ lease: LeaseRow; detail: OfferDetail | undefined }>> {
+  if (p.items.length === 0) return [];
+  const { rows } = await client.query(
+    `WITH ${DELIVER_CTES}
+     SELECT l.*, ${DETAIL_COLS} FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`,
+    deliverParams(p),
+  );
+  return rows.map((r) => ({ lease: mapLease(r), detail: r.detail_step_id == null ? undefined : mapDetail(r) }));
 }
 
 /**
@@ -271,17 +290,27 @@ export interface OfferDetail {
   webhookPayload: string | null;
 }
 
+/** The offer columns of steps s joined with runs r, prefixed so they sit beside a lease row. */
+const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name AS detail_step, s.command AS detail_command,
+       r.env || s.env AS detail_env, s.timeout_ms AS detail_timeout_ms, r.max_parallel_steps AS detail_max_parallel_steps,
+       r.trigger_payload AS detail_webhook_payload`;
+
+const mapDetail = (r: any): OfferDetail => ({
+  stepId: Number(r.detail_step_id),
+  runId: Number(r.detail_run_id),
+  step: r.detail_step,
+  command: r.detail_command,
+  env: r.detail_env ?? {},
+  timeoutMs: r.detail_timeout_ms,
+  maxParallelSteps: r.detail_max_parallel_steps,
+  webhookPayload: r.detail_webhook_payload ?? null,
+});
+
 /** What a runner needs to execute delivered steps: command, merged env (run, then step), timeout. */
 export async function offerDetails(db: Db, stepIds: number[]): Promise<Map<number, OfferDetail>> {
   const out = new Map<number, OfferDetail>();
   if (stepIds.length === 0) return out;
-  const { rows } = await db.query(
-    `SELECT s.id, s.run_id, s.name, s.command, r.env || s.env AS env, s.timeout_ms, r.max_parallel_steps, r.trigger_payload
-       FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1::bigint[])`,
-    [stepIds],
-  );
-  for (const r of rows) {
-    out.set(Number(r.id), { stepId: Number(r.id), runId: Number(r.run_id), step: r.name, command: r.command, env: r.env ?? {}, timeoutMs: r.timeout_ms, maxParallelSteps: r.max_parallel_steps, webhookPayload: r.trigger_payload ?? null });
-  }
+  const { rows } = await db.query(`SELECT ${DETAIL_COLS} FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.id = ANY($1::bigint[])`, [stepIds]);
+  for (const r of rows) out.set(Number(r.detail_step_id), mapDetail(r));
   return out;
 }

@@ -1,0 +1,198 @@
+import { EventEmitter } from 'node:events';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { FairShare } from '../../src/core/stride.js';
+import type { DispatchDeps } from '../../src/dispatch/deps.js';
+import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
+import type { Offer } from '../../src/dispatch/offers.js';
+import { postureLever } from '../../src/dispatch/postures.js';
+import { WaiterRegistry } from '../../src/dispatch/waiters.js';
+import { createLogger } from '../../src/logger.js';
+import { orchestratorHooks } from '../../src/orchestrator/progress.js';
+import { createPool, type Pool } from '../../src/store/pool.js';
+import { mapRunner, type RunnerRow } from '../../src/store/runners.js';
+import { useTestDatabase } from '../support/db.js';
+import { seedRun } from '../support/seed.js';
+import { recordStatements } from '../support/statements.js';
+
+/** What each statement of a tick is, by the table it reads or writes. */
+function kind(sql: string): string {
+  if (/^\s*(BEGIN|COMMIT|ROLLBACK)\b/i.test(sql)) return sql.trim().split(/\s/)[0].toUpperCase();
+  if (/fleet_posture/.test(sql) && /FROM runners r/.test(sql)) return 'posture+parked runners';
+  if (/fleet_posture/.test(sql)) return 'posture';
+  if (/FROM queue_ready/.test(sql) && /SKIP LOCKED/.test(sql)) return 'claim';
+  if (/INSERT INTO scheduler_run_pins/.test(sql)) return 'pin write';
+  if (/scheduler_run_pins/.test(sql)) return 'pins';
+  if (/run_scope AND runner_id/.test(sql)) return 'scoped runs';
+  if (/FROM scheduler_job_leases WHERE run_id/.test(sql)) return 'outstanding';
+  if (/INSERT INTO scheduler_job_leases/.test(sql)) return 'deliver';
+  if (/UPDATE steps/.test(sql)) return 'steps started';
+  if (/pool_limits|pool_holds/.test(sql)) return 'pools';
+  if (/FROM runners r/.test(sql)) return 'runners';
+  return sql.replace(/\s+/g, ' ').slice(0, 40);
+}
+
+describe('what a dispatch tick reads', () => {
+  const db = useTestDatabase();
+  let pool: Pool;
+  /** Another replica's pool: levers pulled there are seen here only through the store. */
+  let other: Pool;
+  let rec: { statements: string[]; recording: boolean };
+  let runners: RunnerRow[];
+  let deps: DispatchDeps;
+
+  beforeAll(async () => {
+    pool = createPool(db.current.url, { max: 4 });
+    rec = recordStatements(pool);
+    other = createPool(db.current.url, { max: 2 });
+    for (const id of ['rnr_a', 'rnr_b']) {
+      await other.query(`INSERT INTO runners (id, name, max_load, max_parallel_steps, credential_hash) VALUES ($1, $1, 8, 8, $2)`, [id, `hash-${id}`]);
+    }
+    runners = (await other.query(`SELECT * FROM runners ORDER BY id`)).rows.map(mapRunner);
+  });
+  afterAll(async () => {
+    await pool.end();
+    await other.end();
+  });
+  beforeEach(async () => {
+    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds`);
+    await postureLever(other, { fields: ['halted', 'quiesced', 'system_quiesced'], value: false, actor: 'test' });
+    deps = {
+      pool,
+      log: createLogger('silent', { pretty: false }),
+      replicaId: 'replica-reads',
+      registry: new WaiterRegistry(),
+      hooks: orchestratorHooks,
+      ownedShards: () => Array.from({ length: 64 }, (_, i) => i),
+      ttlMs: 60_000,
+      acceptExceeding: true,
+      fair: new FairShare(),
+      events: new EventEmitter(),
+      kick: () => {},
+    };
+  });
+
+  const park = (runner: RunnerRow, slots: number) => deps.registry.park({ runner, requestId: `${runner.id}-${slots}-${Math.random()}`, slots, onlyRunId: null, parkedAt: Date.now() }, 30_000);
+  const recorded = async <T>(fn: () => Promise<T>): Promise<{ value: T; kinds: string[] }> => {
+    rec.statements.length = 0;
+    rec.recording = true;
+    try {
+      const value = await fn();
+      return { value, kinds: rec.statements.map(kind) };
+    } finally {
+      rec.recording = false;
+    }
+  };
+
+  it('a busy tick with no run-scoped claim reads the posture with the parked runners, and no pins, caps or scoped runs', async () => {
+    await seedRun(other, { steps: ['s1', 's2', 's3', 's4', 's5'].map((name) => ({ name })) });
+    const a1 = park(runners[0], 2);
+    const a2 = park(runners[0], 1);
+    const b = park(runners[1], 2);
+    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    expect(tick).toMatchObject({ waiters: 3, claimed: 5, delivered: 5, returned: 0, held: null });
+    expect(kinds).toEqual(['posture+parked runners', 'BEGIN', 'claim', 'deliver', 'steps started', 'COMMIT']);
+    const offers = await Promise.all([a1.offers, a2.offers, b.offers]);
+    expect(offers.map((o) => o.length)).toEqual([2, 1, 2]);
+    // The details of each offer came back with the delivery itself.
+    expect(offers.flat().map((o) => o.command)).toEqual(['true', 'true', 'true', 'true', 'true']);
+    const { rows } = await other.query(`SELECT status, runner_id, count(*)::int AS n FROM steps GROUP BY status, runner_id ORDER BY runner_id`);
+    expect(rows).toEqual([{ status: 'running', runner_id: 'rnr_a', n: 3 }, { status: 'running', runner_id: 'rnr_b', n: 2 }]);
+  });
+
+  it('a run-scoped claim reads its run\'s pin and outstanding steps once, and a runner holding a scoped run takes nothing else', async () => {
+    const scoped = await seedRun(other, { scope: 'run', maxParallelSteps: 2, steps: ['p1', 'p2', 'p3'].map((name) => ({ name })) });
+    const a = park(runners[0], 4);
+    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    expect(tick).toMatchObject({ claimed: 3, delivered: 2, returned: 1 });
+    expect(kinds.filter((k) => k === 'outstanding')).toHaveLength(1);
+    // Its pin read before planning, written, and read back (another replica may have pinned it first).
+    expect(kinds.filter((k) => k.startsWith('pin'))).toEqual(['pins', 'pin write', 'pins']);
+    expect((await a.offers).map((o) => o.run_id)).toEqual([scoped.runId, scoped.runId]);
+
+    // rnr_a executes the scoped run: the parked read says so, and step-scoped work goes to rnr_b only.
+    const loose = await seedRun(other, { steps: [{ name: 'loose' }] });
+    const again = park(runners[0], 4);
+    const { value: second, kinds: secondKinds } = await recorded(() => dispatchOnce(deps));
+    expect(second).toMatchObject({ delivered: 0 });
+    expect(secondKinds).not.toContain('scoped runs');
+    const b = park(runners[1], 1);
+    expect((await dispatchOnce(deps)).delivered).toBe(1);
+    expect((await b.offers).map((o) => o.run_id)).toEqual([loose.runId]);
+    deps.registry.drainAll();
+    expect(await again.offers).toEqual([]);
+  });
+
+  /**
+   * deps.pool, except that the tick's first claim first runs `before` (park a call, pull a lever):
+   * what happens "while the tick plans", at a fixed point of it.
+   */
+  const beforeFirstClaim = (before: () => Promise<void> | void): Pool => {
+    let done = false;
+    const bound = (o: object, k: string | symbol) => {
+      const v: unknown = Reflect.get(o, k);
+      return typeof v === 'function' ? v.bind(o) : v;
+    };
+    return new Proxy(pool, {
+      get(target, key) {
+        if (key !== 'connect') return bound(target, key);
+        return async () => {
+          const client = await target.connect();
+          return new Proxy(client, {
+            get(c, k) {
+              if (k !== 'query') return bound(c, k);
+              return async (...args: Parameters<typeof c.query>) => {
+                if (!done && typeof args[0] === 'string' && kind(args[0]) === 'claim') {
+                  done = true;
+                  await before();
+                }
+                return (c.query as (...a: unknown[]) => unknown)(...args);
+              };
+            },
+          });
+        };
+      },
+    });
+  };
+
+  it('a call that parks while a tick plans joins that tick', async () => {
+    await seedRun(other, { steps: ['j1', 'j2', 'j3'].map((name) => ({ name })) });
+    const first = park(runners[0], 1);
+    let late: { offers: Promise<Offer[]> } | undefined;
+    deps.pool = beforeFirstClaim(() => {
+      late = park(runners[1], 2);
+    });
+    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    expect(tick).toMatchObject({ waiters: 2, claimed: 3, delivered: 3 });
+    // Its runner is read with the posture inside the tick, then one more claim serves it.
+    expect(kinds).toEqual(['posture+parked runners', 'BEGIN', 'claim', 'posture+parked runners', 'claim', 'deliver', 'steps started', 'COMMIT']);
+    expect((await first.offers).map((o) => o.step)).toEqual(['j1']);
+    expect((await late!.offers).map((o) => o.step).sort()).toEqual(['j2', 'j3']);
+  });
+
+  it('a posture pulled on another replica holds the next tick here, and keeps out calls that join a tick after it', async () => {
+    await seedRun(other, { steps: ['h1', 'h2'].map((name) => ({ name })) });
+    await postureLever(other, { fields: ['quiesced'], value: true, actor: 'test' });
+    const early = park(runners[0], 1);
+    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    expect(tick).toMatchObject({ held: 'quiesced', claimed: 0, delivered: 0 });
+    expect(kinds).toEqual(['posture+parked runners']);
+    await postureLever(other, { fields: ['quiesced'], value: false, actor: 'test' });
+
+    // Halted while the tick plans, straight in the store: what it planned before stands, and the
+    // call that parks after the halt gets nothing from this tick.
+    let late: { offers: Promise<Offer[]> } | undefined;
+    deps.pool = beforeFirstClaim(async () => {
+      await other.query(`UPDATE fleet_posture SET halted = true`);
+      late = park(runners[1], 1);
+    });
+    try {
+      expect(await dispatchOnce(deps)).toMatchObject({ waiters: 2, claimed: 1, delivered: 1 });
+    } finally {
+      await other.query(`UPDATE fleet_posture SET halted = false`);
+    }
+    expect((await early.offers).map((o) => o.step)).toEqual(['h1']);
+    expect(deps.registry.size).toBe(1);
+    deps.registry.drainAll();
+    expect(await late!.offers).toEqual([]);
+  });
+});
