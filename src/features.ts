@@ -3,7 +3,7 @@ import { opsApi } from './api/ops-routes.js';
 import { webhookApi } from './api/webhooks.js';
 import { coordinationFeature } from './coordination/coordinator.js';
 import { expireOnce } from './dispatch/lifecycle.js';
-import { dispatchFeature } from './dispatch/feature.js';
+import { dispatchFeature } from './api/dispatch-feature.js';
 import { postureExpiryPass } from './dispatch/postures.js';
 import { orchestratorHooks } from './orchestrator/progress.js';
 import { historyRetentionPass } from './orchestrator/retention.js';

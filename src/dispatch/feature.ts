@@ -1,9 +1,8 @@
-import { registerRunnerRoutes } from '../api/runner-routes.js';
 import { FairShare } from '../core/stride.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import { SHARD_FALLBACK_MS } from '../coordination/coordinator.js';
 import { startLoop } from '../loop.js';
-import type { Feature } from '../context.js';
+import type { ServerContext } from '../context.js';
 import { listenChannel } from '../store/listen.js';
 import { QUEUE_CHANNEL } from '../store/queue.js';
 import type { DispatchDeps } from './deps.js';
@@ -23,63 +22,62 @@ export interface DispatchFeatureOptions {
 
 /**
  * The dispatch plane of one replica: parked acquires, the adaptive dispatch loop (250 ms busy →
- * 2 s idle, woken at once by in-process kicks and by NOTIFY from other processes), the expiry
- * sweep and the runner protocol routes.
+ * 2 s idle, woken at once by in-process kicks and by NOTIFY from other processes) and the expiry
+ * sweep, installed on the context (`ctx.dispatch`). The runner protocol routes that serve it are
+ * the API layer's (`dispatchFeature` in src/api/dispatch-feature.ts).
  */
-export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
-  return (ctx) => {
-    const registry = new WaiterRegistry();
-    let kickLoop = () => {};
-    const deps: DispatchDeps = {
-      pool: ctx.pool,
-      log: ctx.log.child({ component: 'dispatch' }),
-      replicaId: ctx.replicaId,
-      registry,
-      hooks: opts.hooks,
-      ownedShards: () => ctx.ownership.owned(),
-      claimLanes: () =>
-        // Out of the membership (quiesced), a replica claims nothing at all.
-        ctx.ownership.inMembership()
-          ? { site: ctx.config.site ?? null, liveSites: [...ctx.ownership.liveSites()], agedAfterMs: SHARD_FALLBACK_MS }
-          : { site: null, liveSites: [], agedAfterMs: null },
-      ttlMs: ctx.config.leaseTtlMs,
-      acceptExceeding: ctx.config.acceptExceeding,
-      defaultStepTimeoutMs: ctx.config.defaultStepTimeoutMs,
-      fair: new FairShare(),
-      events: ctx.events,
-      kick: () => kickLoop(),
-    };
-    ctx.dispatch = deps;
-    let wait = POLL_IDLE_MS;
-    const loop = startLoop({
-      name: 'dispatch',
-      clock: ctx.clock,
-      log: deps.log,
-      errorDelayMs: 1_000,
-      once: async () => {
-        const r = await dispatchOnce(deps);
-        wait = nextPollMs(r, wait);
-        return wait;
-      },
-    });
-    kickLoop = () => loop.kick();
-    ctx.loops.push(loop);
-    ctx.events.on('queue:enqueued', () => loop.kick());
-    // A quiesced replica answers its parked polls empty at once, so its runners fail over.
-    ctx.events.on('membership:changed', (p: { member: boolean }) => {
-      if (!p.member) registry.drainAll();
-    });
-    const dbUrl = ctx.databaseUrl;
-    const listener = listenChannel(dbUrl, QUEUE_CHANNEL, () => loop.kick(), (err) => deps.log.debug({ err: err.message }, 'queue listener reconnecting'));
-    // Parked long polls would hold the HTTP close for a whole poll window: answer them first.
-    ctx.app.addHook('preClose', async () => registry.drainAll());
-    ctx.onStop.push(async () => {
-      registry.drainAll();
-      await listener.stop();
-    });
-    if (opts.ownExpiryLoop !== false) {
-      ctx.loops.push(startLoop({ name: 'expiry', clock: ctx.clock, log: deps.log, once: async () => (await expireOnce(deps), EXPIRY_INTERVAL_MS) }));
-    }
-    registerRunnerRoutes(ctx.app, deps, { pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => !ctx.ownership.inMembership()), maxStepLogBytes: ctx.config.maxStepLogBytes });
+export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions): DispatchDeps {
+  const registry = new WaiterRegistry();
+  let kickLoop = () => {};
+  const deps: DispatchDeps = {
+    pool: ctx.pool,
+    log: ctx.log.child({ component: 'dispatch' }),
+    replicaId: ctx.replicaId,
+    registry,
+    hooks: opts.hooks,
+    ownedShards: () => ctx.ownership.owned(),
+    claimLanes: () =>
+      // Out of the membership (quiesced), a replica claims nothing at all.
+      ctx.ownership.inMembership()
+        ? { site: ctx.config.site ?? null, liveSites: [...ctx.ownership.liveSites()], agedAfterMs: SHARD_FALLBACK_MS }
+        : { site: null, liveSites: [], agedAfterMs: null },
+    ttlMs: ctx.config.leaseTtlMs,
+    acceptExceeding: ctx.config.acceptExceeding,
+    defaultStepTimeoutMs: ctx.config.defaultStepTimeoutMs,
+    fair: new FairShare(),
+    events: ctx.events,
+    kick: () => kickLoop(),
   };
+  ctx.dispatch = deps;
+  let wait = POLL_IDLE_MS;
+  const loop = startLoop({
+    name: 'dispatch',
+    clock: ctx.clock,
+    log: deps.log,
+    errorDelayMs: 1_000,
+    once: async () => {
+      const r = await dispatchOnce(deps);
+      wait = nextPollMs(r, wait);
+      return wait;
+    },
+  });
+  kickLoop = () => loop.kick();
+  ctx.loops.push(loop);
+  ctx.events.on('queue:enqueued', () => loop.kick());
+  // A quiesced replica answers its parked polls empty at once, so its runners fail over.
+  ctx.events.on('membership:changed', (p: { member: boolean }) => {
+    if (!p.member) registry.drainAll();
+  });
+  const dbUrl = ctx.databaseUrl;
+  const listener = listenChannel(dbUrl, QUEUE_CHANNEL, () => loop.kick(), (err) => deps.log.debug({ err: err.message }, 'queue listener reconnecting'));
+  // Parked long polls would hold the HTTP close for a whole poll window: answer them first.
+  ctx.app.addHook('preClose', async () => registry.drainAll());
+  ctx.onStop.push(async () => {
+    registry.drainAll();
+    await listener.stop();
+  });
+  if (opts.ownExpiryLoop !== false) {
+    ctx.loops.push(startLoop({ name: 'expiry', clock: ctx.clock, log: deps.log, once: async () => (await expireOnce(deps), EXPIRY_INTERVAL_MS) }));
+  }
+  return deps;
 }

@@ -3,7 +3,7 @@ import { opsApi } from '../../src/api/ops-routes.js';
 import { metricsApi } from '../../src/api/metrics.js';
 import { classify } from '../../src/core/classify.js';
 import { LANE_NAMES } from '../../src/core/entry.js';
-import { dispatchFeature } from '../../src/dispatch/feature.js';
+import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
 import { postureLever } from '../../src/dispatch/postures.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';

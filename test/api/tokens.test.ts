@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { opsApi } from '../../src/api/ops-routes.js';
-import { dispatchFeature } from '../../src/dispatch/feature.js';
+import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { stepLogAppend } from '../../src/store/logs.js';

@@ -4,7 +4,7 @@ import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
 import { shardOf } from '../../src/core/fnv.js';
 import { shardsOf } from '../../src/core/rendezvous.js';
-import { dispatchFeature } from '../../src/dispatch/feature.js';
+import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerContext, ServerHandle } from '../../src/server.js';

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
 import { shardsOf } from '../../src/core/rendezvous.js';
-import { dispatchFeature } from '../../src/dispatch/feature.js';
+import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';

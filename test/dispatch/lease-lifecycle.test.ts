@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
-import { dispatchFeature } from '../../src/dispatch/feature.js';
+import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce, FENCED, RUNNER_LOST_CAUSE } from '../../src/dispatch/lifecycle.js';
 import type { OrchestratorHooks, StepOutcome } from '../../src/orchestrator/contract.js';
 import type { ServerHandle } from '../../src/server.js';

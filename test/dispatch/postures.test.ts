@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
-import { dispatchFeature } from '../../src/dispatch/feature.js';
+import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
 import { LeverInputError, parseUntil, postureExpiryPass, postureLever } from '../../src/dispatch/postures.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
