@@ -1,15 +1,10 @@
-import { EventEmitter } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FairShare } from '../../src/core/stride.js';
 import { acquire } from '../../src/dispatch/acquire.js';
-import type { DispatchDeps } from '../../src/dispatch/deps.js';
 import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
-import { WaiterRegistry } from '../../src/dispatch/waiters.js';
-import { createLogger } from '../../src/logger.js';
-import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { poolLimitSet } from '../../src/store/pools.js';
 import { mapRunner } from '../../src/store/runners.js';
+import { testDispatchDeps } from '../support/lifecycle.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { seedRun } from '../support/seed.js';
 
@@ -30,19 +25,7 @@ describe('a dispatch tick over several acquire calls of one runner', () => {
     const blocked = await seedRun(pool, { steps: [{ name: 'blocked', pools: ['full'] }] });
     const free = await seedRun(pool, { steps: [{ name: 'free' }] });
     const pooled = await seedRun(pool, { steps: [{ name: 'pooled', pools: ['db'] }] });
-    const deps: DispatchDeps = {
-      pool,
-      log: createLogger('silent', { pretty: false }),
-      replicaId: 'replica-calls',
-      registry: new WaiterRegistry(),
-      hooks: orchestratorHooks,
-      ownedShards: () => Array.from({ length: 64 }, (_, i) => i),
-      ttlMs: 60_000,
-      acceptExceeding: true,
-      fair: new FairShare(),
-      events: new EventEmitter(),
-      kick: () => {},
-    };
+    const deps = testDispatchDeps(pool, { replicaId: 'replica-calls', acceptExceeding: true });
     // Two calls of the runner, one slot each; the first only takes another run's work.
     const restricted = acquire(deps, { runner, requestId: 'only-other', maxOffers: 1, waitMs: 30_000, onlyRunId: 999_999 });
     await waitFor(() => deps.registry.size === 1, { intervalMs: 5 });

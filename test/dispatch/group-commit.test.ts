@@ -7,7 +7,7 @@ import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import type { Pool } from '../../src/store/pool.js';
 import { useTestDatabase } from '../support/db.js';
-import { deliver, lifecycleDeps, registerRunner } from '../support/lifecycle.js';
+import { deliver, registerRunner, testDispatchDeps } from '../support/lifecycle.js';
 
 const RUNNERS = ['rnr_a', 'rnr_b', 'rnr_c'];
 const LEASES = 4;
@@ -103,7 +103,7 @@ describe('group commit', () => {
   it('gives every item of a group the verdict it gets alone: stale and bogus tokens fenced, repeats idempotent, other runners refused', async () => {
     const pool = db.current.pool;
     for (const r of RUNNERS) await registerRunner(pool, r, r);
-    const deps = lifecycleDeps(pool);
+    const deps = testDispatchDeps(pool);
     await fc.assert(
       fc.asyncProperty(scenario, async (s) => {
         // Alone: each call awaited before the next, acks first, then renewals, then completions

@@ -7,7 +7,7 @@ import { runSubmit } from '../../src/orchestrator/submit.js';
 import { createPool, type Pool, type PoolClient } from '../../src/store/pool.js';
 import { TRIGGERS_CHANNEL } from '../../src/store/triggers.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
-import { complete, deliver, lifecycleDeps, registerRunner, runState } from '../support/lifecycle.js';
+import { complete, deliver, registerRunner, runState, testDispatchDeps } from '../support/lifecycle.js';
 import { recordStatements } from '../support/statements.js';
 
 describe('the roll-up of the runs a completion group finishes', () => {
@@ -35,7 +35,7 @@ describe('the roll-up of the runs a completion group finishes', () => {
 
   it('finishes every run the group closed, each with its status and cause, unpins them and wakes the launch loop for the templated one', async () => {
     const store = db.current.pool;
-    const deps = lifecycleDeps(pool);
+    const deps = testDispatchDeps(pool);
     for (const r of ['rnr_a', 'rnr_b', 'rnr_c']) await registerRunner(store, r, r);
     const submit = async (text: string) => (await runSubmit(store, runFileLoad(text), { actor: 'test' })).runId;
     const pair = 'steps:\n  a: { run: a }\n  b: { run: b }\n';

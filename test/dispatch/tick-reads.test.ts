@@ -1,15 +1,11 @@
-import { EventEmitter } from 'node:events';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { FairShare } from '../../src/core/stride.js';
 import type { DispatchDeps } from '../../src/dispatch/deps.js';
 import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
 import type { Offer } from '../../src/dispatch/offers.js';
 import { postureLever } from '../../src/dispatch/postures.js';
-import { WaiterRegistry } from '../../src/dispatch/waiters.js';
-import { createLogger } from '../../src/logger.js';
-import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { mapRunner, type RunnerRow } from '../../src/store/runners.js';
+import { testDispatchDeps } from '../support/lifecycle.js';
 import { useTestDatabase } from '../support/db.js';
 import { seedRun } from '../support/seed.js';
 import { recordStatements } from '../support/statements.js';
@@ -56,19 +52,7 @@ describe('what a dispatch tick reads', () => {
   beforeEach(async () => {
     await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds`);
     await postureLever(other, { fields: ['halted', 'quiesced', 'system_quiesced'], value: false, actor: 'test' });
-    deps = {
-      pool,
-      log: createLogger('silent', { pretty: false }),
-      replicaId: 'replica-reads',
-      registry: new WaiterRegistry(),
-      hooks: orchestratorHooks,
-      ownedShards: () => Array.from({ length: 64 }, (_, i) => i),
-      ttlMs: 60_000,
-      acceptExceeding: true,
-      fair: new FairShare(),
-      events: new EventEmitter(),
-      kick: () => {},
-    };
+    deps = testDispatchDeps(pool, { replicaId: 'replica-reads', acceptExceeding: true });
   });
 
   const park = (runner: RunnerRow, slots: number) => deps.registry.park({ runner, requestId: `${runner.id}-${slots}-${Math.random()}`, slots, onlyRunId: null, parkedAt: Date.now() }, 30_000);

@@ -1,5 +1,7 @@
 import { EventEmitter } from 'node:events';
+import { FairShare } from '../../src/core/stride.js';
 import type { DispatchDeps } from '../../src/dispatch/deps.js';
+import { WaiterRegistry } from '../../src/dispatch/waiters.js';
 import { createLogger } from '../../src/logger.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { leaseReturn } from '../../src/store/leases.js';
@@ -91,17 +93,23 @@ export async function registerRunner(pool: Pool, id: string, name: string): Prom
   await pool.query(`INSERT INTO runners (id, name, credential_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [id, name, `hash-${id}`]);
 }
 
-/** What the lease lifecycle calls (acks, renewals, completions, releases) need of a replica, with no dispatcher. */
-export function lifecycleDeps(pool: Pool): DispatchDeps {
+/**
+ * A replica's dispatch deps with no server around them (every shard owned, a silent log, kicks
+ * ignored): for ticks driven by hand and for the lease lifecycle calls.
+ */
+export function testDispatchDeps(pool: Pool, overrides: Partial<DispatchDeps> = {}): DispatchDeps {
   return {
     pool,
     log: createLogger('silent', { pretty: false }),
     replicaId: 'test-replica',
+    registry: new WaiterRegistry(),
     hooks: orchestratorHooks,
-    ownedShards: () => [],
+    ownedShards: () => Array.from({ length: 64 }, (_, i) => i),
     ttlMs: 60_000,
     acceptExceeding: false,
+    fair: new FairShare(),
     events: new EventEmitter(),
     kick: () => {},
-  } as unknown as DispatchDeps;
+    ...overrides,
+  };
 }
