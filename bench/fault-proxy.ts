@@ -2,6 +2,10 @@ import { createServer, Socket, type Server } from 'node:net';
 
 export type ProxyMode = 'pass' | 'blackhole' | 'refuse';
 
+const REQUEST_LINE = /^[A-Z]+ (\S+) HTTP\/1\.[01]\r\n/;
+/** How much of a request's start drop rules look at. */
+const HEAD_BYTES = 4096;
+
 /**
  * A loopback TCP proxy that injects faults between a client and a server. It passes traffic,
  * blackholes it (accepts and holds connections, drops bytes both ways: a hung server), or refuses
@@ -15,7 +19,7 @@ export type ProxyMode = 'pass' | 'blackhole' | 'refuse';
 export class FaultProxy {
   private server?: Server;
   private sockets = new Set<Socket>();
-  private dropRules: Array<{ path: RegExp; resolve: (path: string) => void }> = [];
+  private dropRules: Array<{ path: RegExp; body?: RegExp; resolve: (path: string) => void }> = [];
   mode: ProxyMode = 'pass';
   port = 0;
   /** Replies dropped so far, by request path. */
@@ -53,12 +57,18 @@ export class FaultProxy {
     client.on('error', () => upstream.destroy());
     // Set when a request on this connection matched a drop rule: its answer never reaches the client.
     let dropping: string | undefined;
+    // The start of the request now on this connection (its line, headers and the first of its body),
+    // which a rule's path and body patterns are matched against as it arrives.
+    let head = '';
     upstream.connect(this.targetPort, this.targetHost, () => {
       client.on('data', (d) => {
         if (this.mode !== 'pass') return;
         if (this.dropRules.length > 0 && dropping === undefined) {
-          const m = d.toString('latin1', 0, Math.min(d.length, 512)).match(/^[A-Z]+ (\S+) HTTP\/1\.[01]\r\n/);
-          const i = m ? this.dropRules.findIndex((r) => r.path.test(m[1])) : -1;
+          const text = d.toString('latin1', 0, Math.min(d.length, HEAD_BYTES));
+          if (REQUEST_LINE.test(text)) head = text;
+          else if (head.length < HEAD_BYTES) head += text;
+          const m = head.match(REQUEST_LINE);
+          const i = m ? this.dropRules.findIndex((r) => r.path.test(m[1]) && (!r.body || r.body.test(head))) : -1;
           if (i >= 0) {
             dropping = m![1];
             const [rule] = this.dropRules.splice(i, 1);
@@ -83,11 +93,12 @@ export class FaultProxy {
   }
 
   /**
-   * Loses the reply to the next request whose path matches. Resolves with the path once a
-   * request matched (its reply is then dropped when it comes).
+   * Loses the reply to the next request whose path matches (and whose start, body included,
+   * matches `body` when given). Resolves with the path once a request matched (its reply is then
+   * dropped when it comes).
    */
-  dropNextReply(path: RegExp): Promise<string> {
-    return new Promise((resolve) => this.dropRules.push({ path, resolve }));
+  dropNextReply(path: RegExp, body?: RegExp): Promise<string> {
+    return new Promise((resolve) => this.dropRules.push({ path, body, resolve }));
   }
 
   /** Forgets drop rules that never matched. */

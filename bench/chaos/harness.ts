@@ -370,13 +370,15 @@ export class ChaosCluster {
   async loseReply(i: number, path: ReplyPath, timeoutMs = 30_000): Promise<string | undefined> {
     const proxy = this.replicas[i].http;
     // Offers are acked on delivery now, so a runner rarely sends an ack of its own: a renewal (which implies the ack) stands in.
-    const pattern = path === 'ack' ? /^\/api\/runner\/(ack|renew)$/ : new RegExp(`^/api/runner/${path}$`);
-    const matched = await Promise.race([proxy.dropNextReply(pattern), sleep(timeoutMs).then(() => undefined)]);
+    // Completions mostly ride on the next acquire (complete-and-acquire): a call carrying them is a completion too.
+    const [pattern, body] =
+      path === 'ack' ? [/^\/api\/runner\/(ack|renew)$/] : path === 'complete' ? [/^\/api\/runner\/(complete|acquire)$/, /"completions":\[\{/] : [new RegExp(`^/api/runner/${path}$`)];
+    const matched = await Promise.race([proxy.dropNextReply(pattern, body), sleep(timeoutMs).then(() => undefined)]);
     if (!matched) {
       proxy.clearDrops();
       return undefined;
     }
-    this.count(`lost-reply:${matched.slice('/api/runner/'.length)}`);
+    this.count(`lost-reply:${path === 'complete' ? 'complete' : matched.slice('/api/runner/'.length)}`);
     return matched;
   }
 

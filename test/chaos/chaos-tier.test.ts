@@ -32,8 +32,9 @@ describe('chaos, short tier: a lost reply, a connection reset, a replica kill', 
     const done = async () => (await cluster!.pool.query(`SELECT count(*)::int AS n FROM steps WHERE status = 'succeeded'`)).rows[0].n as number;
 
     // A completion's answer is lost after the store committed it: the runner retries, the repeat is answered ok.
+    // (The completion rides on the runner's next acquire, or goes alone when no poll leaves for it.)
     const lost = await cluster.loseReply(0, 'complete', 60_000);
-    expect(lost).toBe('/api/runner/complete');
+    expect(lost).toMatch(/^\/api\/runner\/(complete|acquire)$/);
     await waitFor(() => cluster!.replicas[0].http.dropped.length === 1, { what: 'the completion reply dropped', timeoutMs: 60_000 });
 
     await waitFor(async () => (await done()) >= 10, { what: 'work under way', timeoutMs: 60_000 });
