@@ -1,5 +1,5 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { inject } from 'vitest';
+import { expect, inject, type TestContext } from 'vitest';
 
 /**
  * The embedded test server's log from a point on: `mark()` before the work, then `dataErrors`
@@ -12,6 +12,16 @@ export class PgLogWatch {
 
   mark(): void {
     this.start = this.file && existsSync(this.file) ? statSync(this.file).size : 0;
+  }
+
+  /** The test passes when the database's log lines since `mark()` hold no such error; skipped when the log is not ours. */
+  expectClean(database: string, t: TestContext): void {
+    const bad = this.dataErrors(database);
+    if (!bad) {
+      t.skip();
+      return;
+    }
+    expect(bad).toEqual([]);
   }
 
   dataErrors(database: string): string[] | undefined {
