@@ -1,6 +1,6 @@
 import type { QueueEntry, Waiter } from '../core/entry.js';
 import { planDelivery, type Delivery, type FleetRunner, type PoolState } from '../core/plan.js';
-import { leaseDeliverOffers, leasesOutstandingByRun, pinsCreate, pinsForRuns, type LeaseRow, type OfferDetail } from '../store/leases.js';
+import { leaseDeliver, leasesOutstandingByRun, pinsCreate, pinsForRuns, type LeaseRow, type OfferDetail } from '../store/leases.js';
 import { fleetParkedRead, fleetRead, type FleetRunnerRow } from '../store/fleet.js';
 import { withTransaction } from '../store/pool.js';
 import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
@@ -216,7 +216,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
       const call = callOf.get(d.entry.stepId)!;
       return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId, acked: call.ackOnDelivery ?? false };
     });
-    const offers = await leaseDeliverOffers(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items });
+    const offers = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items });
     const leases = offers.map((o) => o.lease);
     // A planned delivery that did not become a lease stays queued: it must not keep a pool hold.
     const leased = new Set(leases.map((l) => l.stepId));

@@ -2,7 +2,7 @@ import type { LaneId, QueueEntry } from '../core/entry.js';
 import type { PoolState } from '../core/plan.js';
 import { SHARD_COUNT } from '../core/entry.js';
 import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName } from './coordination.js';
-import { fleetRead, runnerScopedRuns, type FleetRunnerRow } from './fleet.js';
+import { fleetRead, scopedRunsOf, type FleetRunnerRow } from './fleet.js';
 import { triggersQueueRead, type TriggerDueRow, type WaitingLaunchRow } from './triggers.js';
 import type { Pool, PoolClient } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
@@ -236,7 +236,6 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
     const runIds = [...new Set(sample.rows.map((r) => Number(r.run_id)))];
     const pins = await client.query(`SELECT run_id, runner_id FROM scheduler_run_pins WHERE run_id = ANY($1::bigint[])`, [runIds]);
     const outstanding = await client.query(`SELECT run_id, count(*)::int AS n FROM scheduler_job_leases WHERE run_id = ANY($1::bigint[]) GROUP BY run_id`, [runIds]);
-    const runnerRuns = await runnerScopedRuns(client);
     const triggers = await triggersQueueRead(client, { limit: 20 });
     await client.query('COMMIT');
     began = false;
@@ -287,7 +286,7 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
       sampleLimit,
       pins: new Map(pins.rows.map((r) => [Number(r.run_id), r.runner_id as string])),
       outstandingByRun: new Map(outstanding.rows.map((r) => [Number(r.run_id), r.n as number])),
-      runnerRuns,
+      runnerRuns: scopedRunsOf(runners),
       triggersDue: triggers.due,
       launchesWaiting: triggers.waiting,
     };

@@ -105,17 +105,11 @@ export async function fleetParkedRead(db: Db, runnerIds: string[]): Promise<Park
 }
 
 /**
- * runner id → the run-scoped run each of these runners (all runners when omitted) is executing
- * now: such a runner takes no other run's work until those steps end.
+ * runner id → the run-scoped run each of these runners is executing now (read with them): such a
+ * runner takes no other run's work until those steps end.
  */
-export async function runnerScopedRuns(db: Db, runnerIds?: string[]): Promise<Map<string, number>> {
-  const { rows } = await db.query(
-    `SELECT runner_id, min(run_id) AS run_id FROM scheduler_job_leases
-      WHERE run_scope AND runner_id IS NOT NULL AND ($1::text[] IS NULL OR runner_id = ANY($1::text[]))
-      GROUP BY runner_id`,
-    [runnerIds ?? null],
-  );
-  return new Map(rows.map((r) => [r.runner_id as string, Number(r.run_id)]));
+export function scopedRunsOf(runners: FleetRunnerRow[]): Map<string, number> {
+  return new Map(runners.filter((r) => r.scopedRunId !== null).map((r) => [r.runnerId, r.scopedRunId!]));
 }
 
 /** Every operator drain in force, in one statement however large the fleet: read once per tick. */
@@ -232,7 +226,7 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
   const runIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.run_id)))];
   const pins = await pinsForRuns(db, runIds);
   const outstandingByRun = await leasesOutstandingByRun(db, runIds);
-  const runnerRuns = await runnerScopedRuns(db);
+  const runnerRuns = scopedRunsOf(runners);
   const pools = await poolStateRead(db, [...new Set(ready.rows.flatMap((r) => r.pools as string[]))]);
   const stepIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.step_id)))];
   const names = stepIds.length ? (await db.query(`SELECT id, name FROM steps WHERE id = ANY($1::bigint[])`, [stepIds])).rows : [];

@@ -53,42 +53,26 @@ const refs = (items: LeaseRef[]) => [items.map((i) => i.stepId), items.map((i) =
 /** `acked`: the runner asked for its offers acked on delivery (no ack call, no ack deadline). */
 export interface DeliverItem { stepId: number; runnerId: string; requestId: string | null; acked?: boolean }
 
-/** The leases delivered, as CTE `l`: claimed queue rows moved onto delivered lease rows. */
-const DELIVER_CTES = `m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
-          d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*),
-          l AS (
-     INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_id, ack_deadline, acked_at, expires_at)
-     SELECT d.step_id, d.run_id, d.shard, d.attempt, d.priority, d.lane, d.fair_key, d.weight, d.pools, d.requirement, d.load,
-            d.run_scope, d.max_parallel, d.site_stamp, d.ready_at, d.enqueued_at, d.position,
-            $4, now(), now(), m.runner_id, m.request_id, now() + $5 * interval '1 millisecond',
-            CASE WHEN m.acked THEN now() END, now() + $6 * interval '1 millisecond'
-       FROM d JOIN m USING (step_id)
-     RETURNING *)`;
-
-const deliverParams = (p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }) => [
-  p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false),
-];
-
 /**
- * Moves claimed queue rows into delivered leases in one statement. Runs in the transaction that
- * locked them with queueClaim, so a crash before commit leaves the queue untouched.
+ * Moves claimed queue rows into delivered leases and returns each with what its offer carries
+ * (offerDetails), in one statement. Runs in the transaction that locked them with queueClaim, so
+ * a crash before commit leaves the queue untouched.
  */
-export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<LeaseRow[]> {
-  if (p.items.length === 0) return [];
-  const { rows } = await client.query(`WITH ${DELIVER_CTES} SELECT * FROM l`, deliverParams(p));
-  return rows.map(mapLease);
-}
-
-/**
- * leaseDeliver that also returns what each offer carries (offerDetails), read by the same
- * statement: a tick's delivery is one round trip, not two.
- */
-export async function leaseDeliverOffers(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<Array<{ lease: LeaseRow; detail: OfferDetail | undefined }>> {
+export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<Array<{ lease: LeaseRow; detail: OfferDetail | undefined }>> {
   if (p.items.length === 0) return [];
   const { rows } = await client.query(
-    `WITH ${DELIVER_CTES}
+    `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
+          d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*),
+          l AS (
+            INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_id, ack_deadline, acked_at, expires_at)
+            SELECT d.step_id, d.run_id, d.shard, d.attempt, d.priority, d.lane, d.fair_key, d.weight, d.pools, d.requirement, d.load,
+                   d.run_scope, d.max_parallel, d.site_stamp, d.ready_at, d.enqueued_at, d.position,
+                   $4, now(), now(), m.runner_id, m.request_id, now() + $5 * interval '1 millisecond',
+                   CASE WHEN m.acked THEN now() END, now() + $6 * interval '1 millisecond'
+              FROM d JOIN m USING (step_id)
+            RETURNING *)
      SELECT l.*, ${DETAIL_COLS} FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`,
-    deliverParams(p),
+    [p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)],
   );
   return rows.map((r) => ({ lease: mapLease(r), detail: r.detail_step_id == null ? undefined : mapDetail(r) }));
 }
@@ -152,8 +136,6 @@ export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; 
   return rows[0] ? mapLease(rows[0]) : undefined;
 }
 
-// Only a step in some pool holds anything: the others skip the pool_holds probe (most steps, most completions).
-
 /**
  * Ends leases whose tokens match, each presented by the runner that holds it (items of many
  * runners in one statement): deletes them, records (step, attempt, token, runner) done and drops
@@ -167,6 +149,7 @@ export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef
                  WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id RETURNING l.*),
           done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
                    SELECT step_id, attempt, token, runner_id FROM d ON CONFLICT DO NOTHING),
+          -- Only a step in some pool holds anything: the others skip the pool_holds probe.
           holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
      SELECT * FROM d`,
     heldRefs(p.items),

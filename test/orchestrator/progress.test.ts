@@ -197,7 +197,7 @@ steps:
       await dispatcher.query(`SELECT 1 FROM queue_ready WHERE run_id = $1 FOR UPDATE`, [run]);
       const cancelling = runCancel(pool, run, { actor: 'alice' });
       await waitFor(async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM queue_ready%' AND pid <> pg_backend_pid()`)).rowCount, { what: 'cancel waiting on the claimed entry' });
-      const [lease] = await leaseDeliver(dispatcher, { holder: 'replica-x', ttlMs: 60_000, ackMs: 20_000, items: [{ stepId: Number(rows[0].id), runnerId: 'rnr_test', requestId: null }] });
+      const [{ lease }] = await leaseDeliver(dispatcher, { holder: 'replica-x', ttlMs: 60_000, ackMs: 20_000, items: [{ stepId: Number(rows[0].id), runnerId: 'rnr_test', requestId: null }] });
       await orchestratorHooks.stepsStarted(dispatcher, [{ stepId: lease.stepId, attempt: lease.attempt, runnerId: 'rnr_test' }]);
       await dispatcher.query('COMMIT');
       expect(await cancelling).toMatchObject({ cancelled: true, steps: ['a'], revoked: 1 });
