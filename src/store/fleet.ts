@@ -9,6 +9,7 @@ import { poolStateRead } from './pools.js';
 import { mapEntry } from './queue.js';
 import { withTransaction, type Pool, type PoolClient } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
+import { prepared } from './prepared.js';
 
 type Db = Pool | PoolClient;
 
@@ -59,7 +60,7 @@ const mapRunner = (r: any): FleetRunnerRow => ({
  * and its live leases: their count, their summed load (its running load) and the run-scoped run
  * among them.
  */
-const FLEET_SQL = `SELECT r.id, r.name, r.group_name, r.labels, r.executors, r.max_load, r.max_parallel_steps, r.site, r.state,
+const fleetSql = (runnersFilter: string) => `SELECT r.id, r.name, r.group_name, r.labels, r.executors, r.max_load, r.max_parallel_steps, r.site, r.state,
             r.last_seen_at, r.drained, r.drain_reason,
             coalesce(g.attributes, '{}'::jsonb) AS attributes, coalesce(g.exclusive, false) AS exclusive,
             coalesce(g.drained, false) AS group_drained, g.drain_reason AS group_drain_reason,
@@ -68,9 +69,22 @@ const FLEET_SQL = `SELECT r.id, r.name, r.group_name, r.labels, r.executors, r.m
        LEFT JOIN runner_groups g ON g.name = r.group_name
        LEFT JOIN (SELECT runner_id, sum(load) AS load, count(*) AS n, min(run_id) FILTER (WHERE run_scope) AS scoped_run
                     FROM scheduler_job_leases
-                   WHERE runner_id IS NOT NULL AND ($1::text[] IS NULL OR runner_id = ANY($1::text[]))
+                   WHERE runner_id IS NOT NULL AND ${runnersFilter.replaceAll('r.id', 'runner_id')}
                    GROUP BY runner_id) l ON l.runner_id = r.id
-      WHERE r.deleted_at IS NULL AND ($1::text[] IS NULL OR r.id = ANY($1::text[]))`;
+      WHERE r.deleted_at IS NULL AND ${runnersFilter}`;
+
+/** Every runner, or those in $1 when it is not null. */
+const FLEET_SQL = fleetSql('($1::text[] IS NULL OR r.id = ANY($1::text[]))');
+
+const FLEET_PARKED_READ = prepared(
+  // The runners are always listed here, so the statement names them plainly: its generic plan
+  // reads their leases through the runner index instead of allowing for a null list.
+  `SELECT p.quiesced AS posture_quiesced, p.halted AS posture_halted, p.system_quiesced AS posture_system_quiesced, f.*
+     FROM (SELECT coalesce(bool_or(quiesced), false) AS quiesced, coalesce(bool_or(halted), false) AS halted,
+                  coalesce(bool_or(system_quiesced), false) AS system_quiesced
+             FROM fleet_posture WHERE id) p
+     LEFT JOIN (${fleetSql('r.id = ANY($1::text[])')}) f ON true`,
+);
 
 /** The fleet in one statement: every undeleted runner, or just `runnerIds`. */
 export async function fleetRead(db: Db, opts: { runnerIds?: string[] } = {}): Promise<FleetRunnerRow[]> {
@@ -89,14 +103,7 @@ export interface ParkedFleet {
  * the flags come back even when no runner matches.
  */
 export async function fleetParkedRead(db: Db, runnerIds: string[]): Promise<ParkedFleet> {
-  const { rows } = await db.query(
-    `SELECT p.quiesced AS posture_quiesced, p.halted AS posture_halted, p.system_quiesced AS posture_system_quiesced, f.*
-       FROM (SELECT coalesce(bool_or(quiesced), false) AS quiesced, coalesce(bool_or(halted), false) AS halted,
-                    coalesce(bool_or(system_quiesced), false) AS system_quiesced
-               FROM fleet_posture WHERE id) p
-       LEFT JOIN (${FLEET_SQL}) f ON true`,
-    [runnerIds],
-  );
+  const { rows } = await db.query(FLEET_PARKED_READ([runnerIds]));
   const p = rows[0];
   return {
     posture: { quiesced: p.posture_quiesced, halted: p.posture_halted, systemQuiesced: p.posture_system_quiesced },

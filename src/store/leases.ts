@@ -1,10 +1,16 @@
 import type { Pool, PoolClient } from './pool.js';
+import { prepared } from './prepared.js';
 
 type Db = Pool | PoolClient;
 
 /** The entry columns a lease row carries so it can go back to the queue unchanged. */
 const ENTRY_COLS = `step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope,
   max_parallel, site_stamp, ready_at, enqueued_at, position`;
+
+/** The offer columns of steps s joined with runs r, prefixed so they sit beside a lease row. */
+const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name AS detail_step, s.command AS detail_command,
+       r.env || s.env AS detail_env, s.timeout_ms AS detail_timeout_ms, r.max_parallel_steps AS detail_max_parallel_steps,
+       r.trigger_payload AS detail_webhook_payload`;
 
 export interface LeaseRef { stepId: number; token: string }
 
@@ -53,15 +59,8 @@ const refs = (items: LeaseRef[]) => [items.map((i) => i.stepId), items.map((i) =
 /** `acked`: the runner asked for its offers acked on delivery (no ack call, no ack deadline). */
 export interface DeliverItem { stepId: number; runnerId: string; requestId: string | null; acked?: boolean }
 
-/**
- * Moves claimed queue rows into delivered leases and returns each with what its offer carries
- * (offerDetails), in one statement. Runs in the transaction that locked them with queueClaim, so
- * a crash before commit leaves the queue untouched.
- */
-export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<Array<{ lease: LeaseRow; detail: OfferDetail | undefined }>> {
-  if (p.items.length === 0) return [];
-  const { rows } = await client.query(
-    `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
+const LEASE_DELIVER = prepared(
+  `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
           d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*),
           l AS (
             INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_id, ack_deadline, acked_at, expires_at)
@@ -72,8 +71,16 @@ export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlM
               FROM d JOIN m USING (step_id)
             RETURNING *)
      SELECT l.*, ${DETAIL_COLS} FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`,
-    [p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)],
-  );
+);
+
+/**
+ * Moves claimed queue rows into delivered leases and returns each with what its offer carries
+ * (offerDetails), in one statement. Runs in the transaction that locked them with queueClaim, so
+ * a crash before commit leaves the queue untouched.
+ */
+export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<Array<{ lease: LeaseRow; detail: OfferDetail | undefined }>> {
+  if (p.items.length === 0) return [];
+  const { rows } = await client.query(LEASE_DELIVER([p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)]));
   return rows.map((r) => ({ lease: mapLease(r), detail: r.detail_step_id == null ? undefined : mapDetail(r) }));
 }
 
@@ -98,6 +105,13 @@ export const heldKey = (r: { stepId: number; token: string; runnerId: string }):
 const heldRefs = (items: HeldLeaseRef[]) => [items.map((i) => i.stepId), items.map((i) => i.token), items.map((i) => i.runnerId)];
 const heldKeys = (rows: any[]) => new Set(rows.map((r) => heldKey({ stepId: Number(r.step_id), token: String(r.token), runnerId: r.runner_id })));
 
+const LEASE_ACK = prepared(
+  `UPDATE scheduler_job_leases l SET acked_at = coalesce(l.acked_at, now()), expires_at = now() + $4 * interval '1 millisecond'
+       FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
+      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id
+      RETURNING l.step_id, l.token, l.runner_id`,
+);
+
 /**
  * Ack: the offer reached the runner. Extends the expiry (TTL counts from the last ack/renewal).
  * Each item is fenced by its own token and runner; items of many runners go in one statement.
@@ -105,28 +119,23 @@ const heldKeys = (rows: any[]) => new Set(rows.map((r) => heldKey({ stepId: Numb
  */
 export async function leaseAck(db: Db, p: { ttlMs: number; items: HeldLeaseRef[] }): Promise<Set<string>> {
   if (p.items.length === 0) return new Set();
-  const { rows } = await db.query(
-    `UPDATE scheduler_job_leases l SET acked_at = coalesce(l.acked_at, now()), expires_at = now() + $4 * interval '1 millisecond'
-       FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
-      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id
-      RETURNING l.step_id, l.token, l.runner_id`,
-    [...heldRefs(p.items), p.ttlMs],
-  );
+  const { rows } = await db.query(LEASE_ACK([...heldRefs(p.items), p.ttlMs]));
   return heldKeys(rows);
 }
 
-/** Renew: extends the expiry and records that the runner is executing (implies the ack). Fenced per item. */
-export async function leaseRenew(db: Db, p: { ttlMs: number; items: HeldLeaseRef[] }): Promise<Set<string>> {
-  if (p.items.length === 0) return new Set();
-  const { rows } = await db.query(
-    `UPDATE scheduler_job_leases l
+const LEASE_RENEW = prepared(
+  `UPDATE scheduler_job_leases l
         SET renewed_at = now(), executing = true, acked_at = coalesce(l.acked_at, now()),
             expires_at = now() + $4 * interval '1 millisecond'
        FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
       WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id
       RETURNING l.step_id, l.token, l.runner_id`,
-    [...heldRefs(p.items), p.ttlMs],
-  );
+);
+
+/** Renew: extends the expiry and records that the runner is executing (implies the ack). Fenced per item. */
+export async function leaseRenew(db: Db, p: { ttlMs: number; items: HeldLeaseRef[] }): Promise<Set<string>> {
+  if (p.items.length === 0) return new Set();
+  const { rows } = await db.query(LEASE_RENEW([...heldRefs(p.items), p.ttlMs]));
   return heldKeys(rows);
 }
 
@@ -136,6 +145,16 @@ export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; 
   return rows[0] ? mapLease(rows[0]) : undefined;
 }
 
+const LEASE_COMPLETE = prepared(
+  `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
+                 WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id RETURNING l.*),
+          done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
+                   SELECT step_id, attempt, token, runner_id FROM d ON CONFLICT DO NOTHING),
+          -- Only a step in some pool holds anything: the others skip the pool_holds probe.
+          holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
+     SELECT * FROM d`,
+);
+
 /**
  * Ends leases whose tokens match, each presented by the runner that holds it (items of many
  * runners in one statement): deletes them, records (step, attempt, token, runner) done and drops
@@ -144,18 +163,14 @@ export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; 
  */
 export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef[] }): Promise<LeaseRow[]> {
   if (p.items.length === 0) return [];
-  const { rows } = await client.query(
-    `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
-                 WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id RETURNING l.*),
-          done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
-                   SELECT step_id, attempt, token, runner_id FROM d ON CONFLICT DO NOTHING),
-          -- Only a step in some pool holds anything: the others skip the pool_holds probe.
-          holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
-     SELECT * FROM d`,
-    heldRefs(p.items),
-  );
+  const { rows } = await client.query(LEASE_COMPLETE(heldRefs(p.items)));
   return rows.map(mapLease);
 }
+
+const DONE_BY_TOKEN = prepared(
+  `SELECT d.step_id, d.token, d.runner_id FROM scheduler_done d JOIN unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
+       ON d.step_id = m.step_id AND d.token = m.token AND d.runner_id = m.runner_id`,
+);
 
 /**
  * Which of these items were already completed with that very token by that very runner (a
@@ -163,11 +178,7 @@ export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef
  */
 export async function doneByToken(db: Db, items: HeldLeaseRef[]): Promise<Set<string>> {
   if (items.length === 0) return new Set();
-  const { rows } = await db.query(
-    `SELECT d.step_id, d.token, d.runner_id FROM scheduler_done d JOIN unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
-       ON d.step_id = m.step_id AND d.token = m.token AND d.runner_id = m.runner_id`,
-    heldRefs(items),
-  );
+  const { rows } = await db.query(DONE_BY_TOKEN(heldRefs(items)));
   return heldKeys(rows);
 }
 
@@ -272,11 +283,6 @@ export interface OfferDetail {
   /** The webhook payload of a run a webhook started (written to a file in the step's work dir). */
   webhookPayload: string | null;
 }
-
-/** The offer columns of steps s joined with runs r, prefixed so they sit beside a lease row. */
-const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name AS detail_step, s.command AS detail_command,
-       r.env || s.env AS detail_env, s.timeout_ms AS detail_timeout_ms, r.max_parallel_steps AS detail_max_parallel_steps,
-       r.trigger_payload AS detail_webhook_payload`;
 
 const mapDetail = (r: any): OfferDetail => ({
   stepId: Number(r.detail_step_id),

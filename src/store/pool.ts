@@ -75,27 +75,42 @@ function observeConnects(pool: Pool): void {
   };
 }
 
-/** Wraps a client's query (promise or callback form) so the pool's observer (if any) sees each one end. */
+/** PostgreSQL's answer to a prepared statement whose result columns a migration changed. */
+const isStaleResultType = (err: unknown): boolean =>
+  (err as { code?: string } | null)?.code === '0A000' && /cached plan must not change result type/.test((err as Error).message ?? '');
+
+/**
+ * Wraps a client's query (promise or callback form) so the pool's observer (if any) sees each one
+ * end, and so a named statement a migration made stale is prepared afresh: after that error the
+ * client sends its named statements under a new suffix (the old one stays unused on the server).
+ */
 function observeQueries(pool: Pool, client: PoolClient): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  let generation = 0;
+  const onEnd = (start: number, err?: unknown) => {
+    if (err !== undefined && isStaleResultType(err)) generation++;
+    observers.get(pool)?.((performance.now() - start) / 1000, err);
+  };
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-    const observer = observers.get(pool);
-    if (!observer) return query(...args);
+    const first = args[0] as { name?: string } | string;
+    if (generation > 0 && typeof first === 'object' && first !== null && typeof first.name === 'string') {
+      args = [{ ...first, name: `${first.name}_${generation}` }, ...args.slice(1)];
+    }
     const start = performance.now();
     const last = args[args.length - 1];
     if (typeof last === 'function') {
       // pool.query hands the client a callback.
       const cb = last as (err: unknown, ...rest: unknown[]) => void;
       return query(...args.slice(0, -1), (err: unknown, ...rest: unknown[]) => {
-        observer((performance.now() - start) / 1000, err ?? undefined);
+        onEnd(start, err ?? undefined);
         cb(err, ...rest);
       });
     }
     const result = query(...args);
     if (result && typeof (result as Promise<unknown>).then === 'function') {
       (result as Promise<unknown>).then(
-        () => observer((performance.now() - start) / 1000),
-        (err: unknown) => observer((performance.now() - start) / 1000, err),
+        () => onEnd(start),
+        (err: unknown) => onEnd(start, err),
       );
     }
     return result;

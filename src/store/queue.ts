@@ -1,6 +1,7 @@
 import type { Classification, PlacementRequirement, QueueEntry } from '../core/entry.js';
 import { shardOf } from '../core/fnv.js';
 import type { Pool, PoolClient } from './pool.js';
+import { prepared } from './prepared.js';
 
 export interface EnqueueItem extends Classification {
   stepId: number;
@@ -30,14 +31,8 @@ export const mapEntry = (r: any): QueueEntry => ({
   position: Number(r.position),
 });
 
-/**
- * Idempotent per (step, attempt), in one statement: an attempt recorded done, a step holding a
- * lease, or a step already ready is left alone. Returns the step ids actually queued.
- */
-export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number[]> {
-  if (items.length === 0) return [];
-  const { rows } = await db.query(
-    `INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement,
+const QUEUE_ENQUEUE = prepared(
+  `INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement,
                               load, run_scope, max_parallel, site_stamp)
      SELECT i.step_id, i.run_id, i.shard, i.attempt, i.priority, i.lane, i.fair_key, i.weight,
             ARRAY(SELECT jsonb_array_elements_text(i.pools)), i.requirement, i.load, i.run_scope, i.max_parallel, i.site_stamp
@@ -49,7 +44,15 @@ export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number
       ORDER BY i.step_id
      ON CONFLICT (step_id) DO NOTHING
      RETURNING step_id`,
-    [
+);
+
+/**
+ * Idempotent per (step, attempt), in one statement: an attempt recorded done, a step holding a
+ * lease, or a step already ready is left alone. Returns the step ids actually queued.
+ */
+export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number[]> {
+  if (items.length === 0) return [];
+  const { rows } = await db.query(QUEUE_ENQUEUE([
       JSON.stringify(
         items.map((i) => ({
           step_id: i.stepId,
@@ -68,8 +71,7 @@ export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number
           site_stamp: i.siteStamp,
         })),
       ),
-    ],
-  );
+    ]));
   if (rows.length > 0) await db.query(`SELECT pg_notify('opschain_queue', '')`);
   return rows.map((r) => Number(r.step_id));
 }

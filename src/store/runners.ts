@@ -1,4 +1,5 @@
 import { withTransaction, type Pool, type PoolClient } from './pool.js';
+import { prepared } from './prepared.js';
 
 type Db = Pool | PoolClient;
 
@@ -78,16 +79,24 @@ export async function runnerRegisterExclusive(pool: Pool, r: RunnerRegistration)
   });
 }
 
+const RUNNERS_BY_CREDENTIALS = prepared(
+  `SELECT * FROM runners WHERE credential_hash = ANY($1::text[]) AND deleted_at IS NULL`,
+);
+
 /** Live runners by credential hash (many calls' credentials in one read): hash → runner. */
 export async function runnersByCredentials(db: Db, credentialHashes: string[]): Promise<Map<string, RunnerRow>> {
-  const { rows } = await db.query(`SELECT * FROM runners WHERE credential_hash = ANY($1::text[]) AND deleted_at IS NULL`, [credentialHashes]);
+  const { rows } = await db.query(RUNNERS_BY_CREDENTIALS([credentialHashes]));
   return new Map(rows.map((r) => [r.credential_hash as string, mapRunner(r)]));
 }
+
+const RUNNER_TOUCH = prepared(
+  `UPDATE runners SET last_seen_at = now(), last_replica = $2, state = 'online' WHERE id = ANY($1::text[])`,
+);
 
 /** Liveness: a poll was seen on this replica. */
 export async function runnerTouch(db: Db, p: { runnerIds: string[]; replicaId: string }): Promise<void> {
   if (p.runnerIds.length === 0) return;
-  await db.query(`UPDATE runners SET last_seen_at = now(), last_replica = $2, state = 'online' WHERE id = ANY($1::text[])`, [p.runnerIds, p.replicaId]);
+  await db.query(RUNNER_TOUCH([p.runnerIds, p.replicaId]));
 }
 
 /**

@@ -2,6 +2,7 @@ import type { Classification, PlacementRequirement } from '../core/entry.js';
 import type { RunDefinition } from '../core/runfile.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
 import type { Pool, PoolClient } from './pool.js';
+import { prepared } from './prepared.js';
 
 type Db = Pool | PoolClient;
 
@@ -100,35 +101,8 @@ export interface RunToQueue {
   audit: { actor: string; action: string; target: string; source: string | null; detail: Record<string, unknown> };
 }
 
-/**
- * Inserts runs, their steps, the queue rows of their root steps (ready as attempt 1) and their
- * audit rows, and wakes the dispatchers, in one statement: one round trip, atomic by itself, for
- * one run or many. Returns each run's queued step names.
- */
-export async function runsInsertQueued(db: Db, runs: RunToQueue[]): Promise<Map<number, string[]>> {
-  const out = new Map<number, string[]>(runs.map((r) => [r.id, []]));
-  if (runs.length === 0) return out;
-  const runRows = runs.map((r) => {
-    const d = r.definition;
-    return {
-      id: r.id, name: d.name, project: d.project, target: d.target, scope: d.scope, max_parallel_steps: d.maxParallelSteps, priority: d.priority,
-      env: d.env, placement: d.placement ?? null, definition: r.source, created_by: r.createdBy, open_steps: d.steps.length,
-    };
-  });
-  const stepRows = runs.flatMap((r) => {
-    const d = r.definition;
-    return d.steps.map((s, ord) => {
-      const q = r.queue.get(s.name);
-      return {
-        run_id: r.id, ord, name: s.name, command: s.run, needs: s.needs, env: { ...d.env, ...s.env }, timeout_ms: s.timeoutMs, placement: s.placement,
-        pools: s.pools, load: s.load, priority: s.priority, unmet_needs: new Set(s.needs).size, dependents: d.steps.filter((o) => o.needs.includes(s.name)).length,
-        queued: q !== undefined,
-        ...(q ? { shard: q.shard, q_priority: q.priority, lane: q.lane, fair_key: q.fairKey, weight: q.weight, q_pools: q.pools, requirement: q.requirement, q_load: q.load, run_scope: q.runScope, max_parallel: q.maxParallel, site_stamp: q.siteStamp } : {}),
-      };
-    });
-  });
-  const { rows } = await db.query(
-    `WITH r AS (
+const RUNS_INSERT_QUEUED = prepared(
+  `WITH r AS (
        INSERT INTO runs (id, name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps)
        SELECT x.id, x.name, x.project, x.target, x.scope, x.max_parallel_steps, x.priority, x.env, x.placement, x.definition, x.created_by, x.open_steps
          FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, name text, project text, target text, scope text, max_parallel_steps int,
@@ -161,8 +135,36 @@ export async function runsInsertQueued(db: Db, runs: RunToQueue[]): Promise<Map<
      SELECT s.run_id, s.name, s.id, pg_notify('opschain_queue', '') IS NULL AS woke
        FROM q JOIN s ON s.id = q.step_id
       ORDER BY s.id`,
-    [JSON.stringify(runRows), JSON.stringify(stepRows), JSON.stringify(runs.map((r) => r.audit))],
-  );
+);
+
+/**
+ * Inserts runs, their steps, the queue rows of their root steps (ready as attempt 1) and their
+ * audit rows, and wakes the dispatchers, in one statement: one round trip, atomic by itself, for
+ * one run or many. Returns each run's queued step names.
+ */
+export async function runsInsertQueued(db: Db, runs: RunToQueue[]): Promise<Map<number, string[]>> {
+  const out = new Map<number, string[]>(runs.map((r) => [r.id, []]));
+  if (runs.length === 0) return out;
+  const runRows = runs.map((r) => {
+    const d = r.definition;
+    return {
+      id: r.id, name: d.name, project: d.project, target: d.target, scope: d.scope, max_parallel_steps: d.maxParallelSteps, priority: d.priority,
+      env: d.env, placement: d.placement ?? null, definition: r.source, created_by: r.createdBy, open_steps: d.steps.length,
+    };
+  });
+  const stepRows = runs.flatMap((r) => {
+    const d = r.definition;
+    return d.steps.map((s, ord) => {
+      const q = r.queue.get(s.name);
+      return {
+        run_id: r.id, ord, name: s.name, command: s.run, needs: s.needs, env: { ...d.env, ...s.env }, timeout_ms: s.timeoutMs, placement: s.placement,
+        pools: s.pools, load: s.load, priority: s.priority, unmet_needs: new Set(s.needs).size, dependents: d.steps.filter((o) => o.needs.includes(s.name)).length,
+        queued: q !== undefined,
+        ...(q ? { shard: q.shard, q_priority: q.priority, lane: q.lane, fair_key: q.fairKey, weight: q.weight, q_pools: q.pools, requirement: q.requirement, q_load: q.load, run_scope: q.runScope, max_parallel: q.maxParallel, site_stamp: q.siteStamp } : {}),
+      };
+    });
+  });
+  const { rows } = await db.query(RUNS_INSERT_QUEUED([JSON.stringify(runRows), JSON.stringify(stepRows), JSON.stringify(runs.map((r) => r.audit))]));
   for (const r of rows) out.get(Number(r.run_id))!.push(r.name);
   return out;
 }
@@ -267,15 +269,16 @@ export async function stepStart(client: PoolClient, p: { stepId: number; attempt
   return (rowCount ?? 0) > 0;
 }
 
+const STEPS_START = prepared(
+  `UPDATE steps s SET status = 'running', runner_id = m.runner_id, started_at = now(), finished_at = NULL, start_log_id = ${STEP_LOG_ID_RESERVE}
+       FROM unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, runner_id)
+      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')`,
+);
+
 /** Batch stepStart: returns how many of the attempts were current and are now running. */
 export async function stepsStart(client: PoolClient, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<number> {
   if (items.length === 0) return 0;
-  const { rowCount } = await client.query(
-    `UPDATE steps s SET status = 'running', runner_id = m.runner_id, started_at = now(), finished_at = NULL, start_log_id = ${STEP_LOG_ID_RESERVE}
-       FROM unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, runner_id)
-      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')`,
-    [items.map((i) => i.stepId), items.map((i) => i.attempt), items.map((i) => i.runnerId)],
-  );
+  const { rowCount } = await client.query(STEPS_START([items.map((i) => i.stepId), items.map((i) => i.attempt), items.map((i) => i.runnerId)]));
   return rowCount ?? 0;
 }
 
@@ -294,20 +297,22 @@ export async function stepFinish(
   return rows[0] ? mapStep(rows[0]) : null;
 }
 
+const STEPS_FINISH = prepared(
+  `UPDATE steps s SET status = m.status, exit_code = m.exit_code, cause = m.cause, runner_id = coalesce(m.runner_id, s.runner_id),
+            started_at = coalesce(s.started_at, now()), finished_at = now(), log_sealed = s.log_sealed OR m.seal
+       FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::boolean[])
+              AS m(step_id, attempt, status, exit_code, cause, runner_id, seal)
+      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')
+     RETURNING s.*`,
+);
+
 /** Batch stepFinish: one statement for many outcomes; returns the steps whose attempt was current. */
 export async function stepsFinish(
   client: PoolClient,
   items: Array<{ stepId: number; attempt: number; status: 'succeeded' | 'failed' | 'system_error'; exitCode: number | null; cause: string | null; runnerId: string | null; seal: boolean }>,
 ): Promise<StepRow[]> {
   if (items.length === 0) return [];
-  const { rows } = await client.query(
-    `UPDATE steps s SET status = m.status, exit_code = m.exit_code, cause = m.cause, runner_id = coalesce(m.runner_id, s.runner_id),
-            started_at = coalesce(s.started_at, now()), finished_at = now(), log_sealed = s.log_sealed OR m.seal
-       FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::boolean[])
-              AS m(step_id, attempt, status, exit_code, cause, runner_id, seal)
-      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')
-     RETURNING s.*`,
-    [
+  const { rows } = await client.query(STEPS_FINISH([
       items.map((i) => i.stepId),
       items.map((i) => i.attempt),
       items.map((i) => i.status),
@@ -315,8 +320,7 @@ export async function stepsFinish(
       items.map((i) => i.cause),
       items.map((i) => i.runnerId),
       items.map((i) => i.seal),
-    ],
-  );
+    ]));
   return rows.map(mapStep);
 }
 
@@ -361,16 +365,8 @@ export async function stepsRelease(client: PoolClient, p: { runId: number }): Pr
   return rows.map(mapStep).sort((a, b) => a.id - b.id);
 }
 
-/**
- * These steps just succeeded: each pending dependent's count of unmet needs goes down by how many
- * of them it needs, and those reaching zero become ready as their next attempt (returned, for
- * enqueue). One statement for any number of runs, without the run row: dependents are locked in
- * id order, so two batches freeing the same step serialise on it and exactly one sees zero.
- */
-export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ runId: number; name: string }>): Promise<StepRow[]> {
-  if (succeeded.length === 0) return [];
-  const { rows } = await client.query(
-    `WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS f(run_id, name)),
+const STEPS_RELEASE_AFTER = prepared(
+  `WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS f(run_id, name)),
           m AS (SELECT d.id, count(*)::int AS n FROM steps d JOIN f ON d.run_id = f.run_id AND f.name = ANY(d.needs)
                  WHERE d.status = 'pending' GROUP BY d.id),
           l AS (SELECT s.id FROM steps s JOIN m USING (id) ORDER BY s.id FOR NO KEY UPDATE OF s)
@@ -383,10 +379,28 @@ export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ r
        FROM m JOIN l USING (id)
       WHERE d.id = m.id AND d.status = 'pending'
      RETURNING d.*`,
-    [succeeded.map((s) => s.runId), succeeded.map((s) => s.name)],
-  );
+);
+
+/**
+ * These steps just succeeded: each pending dependent's count of unmet needs goes down by how many
+ * of them it needs, and those reaching zero become ready as their next attempt (returned, for
+ * enqueue). One statement for any number of runs, without the run row: dependents are locked in
+ * id order, so two batches freeing the same step serialise on it and exactly one sees zero.
+ */
+export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ runId: number; name: string }>): Promise<StepRow[]> {
+  if (succeeded.length === 0) return [];
+  const { rows } = await client.query(STEPS_RELEASE_AFTER([succeeded.map((s) => s.runId), succeeded.map((s) => s.name)]));
   return rows.map(mapStep).filter((s) => s.status === 'ready').sort((a, b) => a.id - b.id);
 }
+
+const RUNS_CLOSE_STEPS = prepared(
+  `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS m(id, n)),
+          l AS (SELECT r.id FROM runs r JOIN m USING (id) ORDER BY r.id FOR NO KEY UPDATE OF r)
+     UPDATE runs r SET open_steps = r.open_steps - m.n
+       FROM m JOIN l USING (id)
+      WHERE r.id = m.id
+     RETURNING r.*`,
+);
 
 /**
  * n steps of each run left pending/ready/running: the runs' open counts go down, rows locked in id
@@ -396,15 +410,7 @@ export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ r
  */
 export async function runsCloseSteps(client: PoolClient, closed: Map<number, number>): Promise<Array<RunRow & { openSteps: number }>> {
   if (closed.size === 0) return [];
-  const { rows } = await client.query(
-    `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS m(id, n)),
-          l AS (SELECT r.id FROM runs r JOIN m USING (id) ORDER BY r.id FOR NO KEY UPDATE OF r)
-     UPDATE runs r SET open_steps = r.open_steps - m.n
-       FROM m JOIN l USING (id)
-      WHERE r.id = m.id
-     RETURNING r.*`,
-    [[...closed.keys()], [...closed.values()]],
-  );
+  const { rows } = await client.query(RUNS_CLOSE_STEPS([[...closed.keys()], [...closed.values()]]));
   return rows.map((r) => ({ ...mapRun(r), openSteps: r.open_steps })).sort((a, b) => a.id - b.id);
 }
 
@@ -455,25 +461,10 @@ export async function stepsCloseWaiting(client: PoolClient, p: { runId: number; 
   return rows.map((r) => ({ id: Number(r.id), name: r.name, attempt: r.attempt, wasRunning: r.was_running })).sort((a, b) => a.id - b.id);
 }
 
-/**
- * Ends every listed run that is still running and has nothing pending, ready or running, in one
- * statement; the caller holds their row locks, so the steps it counts are those every earlier
- * transaction on these runs committed. The status: error if a step ended in system_error (cause:
- * the first by finish time), else failed if one failed (cause: the first failure), else cancelled
- * if one was cancelled, else succeeded. `override` (a cancel) imposes its status and cause and
- * ends the run whatever its steps.
- * A cause already recorded is kept. The runs' pins go with them, and a run started from a template
- * wakes the launch loop: launches waiting on its cap go at once. Returns the runs it ended.
- */
-export async function runsFinish(
-  client: PoolClient,
-  p: { runIds: number[]; override?: { status: Exclude<RunStatus, 'running'>; cause: string | null } },
-): Promise<Array<{ id: number; status: RunStatus }>> {
-  if (p.runIds.length === 0) return [];
-  const { rows } = await client.query(
-    // Each run's steps are read through the (run_id, name) index, one run at a time (LATERAL): a
-    // join over the whole set would have the planner scan every step of every run instead.
-    `WITH ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id),
+const RUNS_FINISH = prepared(
+  // Each run's steps are read through the (run_id, name) index, one run at a time (LATERAL): a
+  // join over the whole set would have the planner scan every step of every run instead.
+  `WITH ids AS (SELECT DISTINCT unnest($1::bigint[]) AS id),
           verdict AS (
             SELECT ids.id, t.open,
                    CASE WHEN e.name IS NOT NULL THEN 'error' WHEN f.name IS NOT NULL THEN 'failed'
@@ -505,8 +496,24 @@ export async function runsFinish(
           unpinned AS (DELETE FROM scheduler_run_pins p USING done WHERE p.run_id = done.id)
      SELECT id, status, CASE WHEN template_name IS NOT NULL THEN pg_notify('opschain_triggers', 'run:' || template_name) END AS notified
        FROM done`,
-    [p.runIds, p.override?.status ?? null, p.override?.cause ?? null],
-  );
+);
+
+/**
+ * Ends every listed run that is still running and has nothing pending, ready or running, in one
+ * statement; the caller holds their row locks, so the steps it counts are those every earlier
+ * transaction on these runs committed. The status: error if a step ended in system_error (cause:
+ * the first by finish time), else failed if one failed (cause: the first failure), else cancelled
+ * if one was cancelled, else succeeded. `override` (a cancel) imposes its status and cause and
+ * ends the run whatever its steps.
+ * A cause already recorded is kept. The runs' pins go with them, and a run started from a template
+ * wakes the launch loop: launches waiting on its cap go at once. Returns the runs it ended.
+ */
+export async function runsFinish(
+  client: PoolClient,
+  p: { runIds: number[]; override?: { status: Exclude<RunStatus, 'running'>; cause: string | null } },
+): Promise<Array<{ id: number; status: RunStatus }>> {
+  if (p.runIds.length === 0) return [];
+  const { rows } = await client.query(RUNS_FINISH([p.runIds, p.override?.status ?? null, p.override?.cause ?? null]));
   return rows.map((r) => ({ id: Number(r.id), status: r.status as RunStatus })).sort((a, b) => a.id - b.id);
 }
 
