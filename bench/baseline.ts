@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { makeWorkerUtils, run, runMigrations, type Logger as GwLogger, type Runner, type WorkerUtils } from 'graphile-worker';
 import { Logger } from 'graphile-worker';
 import type { Sizes } from './args.js';
-import { checkpoint, costDelta, costSnapshot, costSum, topStatements, type BenchPostgres, type CostDelta, type TopStatement } from './pg.js';
+import { checkpoint, costDelta, costSnapshot, costSum, topStatements, walByRelation, type BenchPostgres, type CostDelta, type TopStatement, type WalShare } from './pg.js';
 import { onCleanup } from './procs.js';
 import { createPool, type Pool } from '../src/store/pool.js';
 import { figure, percentile, perSecond, type Figure } from './stats.js';
@@ -14,7 +14,17 @@ import type { Databases } from './pg.js';
  * configured for throughput the way its docs recommend: a pool of concurrent jobs, a local
  * queue that locks a batch of jobs per fetch, and batched completion.
  */
-export interface BaselineThroughput { jobs: number; ms: number; jobsPerSecond: number; addMs: number; addCost: CostDelta; drainCost: CostDelta; top: TopStatement[] }
+export interface BaselineThroughput {
+  jobs: number;
+  ms: number;
+  jobsPerSecond: number;
+  addMs: number;
+  addCost: CostDelta;
+  drainCost: CostDelta;
+  top: TopStatement[];
+  /** WAL by relation of the add and the drain (empty without pg_walinspect). */
+  wal: { add: WalShare[]; drain: WalShare[] };
+}
 export interface BaselineLatency { jobs: number; p50Ms: number; p99Ms: number; maxMs: number }
 
 const quietLogger: GwLogger = new Logger(() => (level: string, message: string) => {
@@ -137,7 +147,8 @@ export async function baselineThroughput(pg: BenchPostgres, db: { name: string; 
   const ms = performance.now() - first;
   if (done !== n) throw new Error(`graphile-worker ran ${done} jobs successfully, expected ${n}`);
   const c2 = await costSnapshot(pg, db.name);
-  return { jobs: n, ms, jobsPerSecond: perSecond(n, ms), addMs, addCost: costDelta(c0, c1), drainCost: costDelta(c1, c2), top: await topStatements(pg, db.name, 8) };
+  const wal = { add: await walByRelation(db.url, c0, c1), drain: await walByRelation(db.url, c1, c2) };
+  return { jobs: n, ms, jobsPerSecond: perSecond(n, ms), addMs, addCost: costDelta(c0, c1), drainCost: costDelta(c1, c2), top: await topStatements(pg, db.name, 8), wal };
 }
 
 /** An idle worker; jobs added one at a time `spacingMs` apart; add → task start. */

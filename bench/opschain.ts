@@ -15,7 +15,7 @@ import { startupFigures } from './startup.js';
 import { triggerFigures } from './triggers.js';
 import { floorDrain, type FloorResult } from './floor.js';
 import { prequeue, readyCount } from './prequeue.js';
-import { checkpoint, costDelta, costSnapshot, costSum, topStatements, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
+import { checkpoint, costDelta, costSnapshot, costSum, topStatements, walByRelation, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
 import { onCleanup, ServerProcess } from './procs.js';
 import { SimFleet } from './sim-fleet.js';
 import { figure, percentile, perSecond, round, type Figure } from './stats.js';
@@ -238,6 +238,16 @@ export class OpschainBench {
           WHERE relname IN ('queue_ready', 'scheduler_job_leases', 'scheduler_done', 'steps', 'runs', 'step_logs', 'pool_holds') ORDER BY relname, indexrelname`,
       );
       this.notes.push(`${label}: index scans: ${idx.map((r) => `${r.indexrelname} ${r.scans}`).join(', ')}`);
+      // An update that changes no indexed column and finds room on its page is HOT: no index entries, less WAL.
+      const { rows: upd } = await d.pool.query(
+        `SELECT relname, n_tup_upd::float8 AS upd, n_tup_hot_upd::float8 AS hot FROM pg_stat_user_tables
+          WHERE relname IN ('steps', 'runs', 'scheduler_job_leases') ORDER BY relname`,
+      );
+      this.notes.push(`${label}: updates (HOT): ${upd.map((r) => `${r.relname} ${r.upd} (${r.hot})`).join(', ')}`);
+      for (const [phase, from, to] of [['submit', c0, c1], ['drain', c1, c2]] as const) {
+        const wal = await walByRelation(d.db.url, from, to);
+        if (wal.length > 0) this.notes.push(`${label}: WAL bytes/step of the ${phase} by relation (of which full-page images): ${wal.slice(0, 14).map((w) => `${w.relation} ${round(w.bytes / steps)} (${round(w.fpiBytes / steps)})`).join(', ')}`);
+      }
       return {
         steps,
         ms,
@@ -571,6 +581,9 @@ export class OpschainBench {
     push('statements/step (submit + drain)', per(total.calls, t.steps), per(baseTotal.calls, base.jobs), 'calls', '≤ 1.0', (f) => f.value <= 1);
     for (const s of t.top.slice(0, 8)) {
       this.notes.push(`top statement (opschain throughput): ${round(s.totalMs)} ms total, ${s.calls} calls, ${round(s.meanMs)} ms/call, ${s.rows} rows: ${s.query}`);
+    }
+    for (const [phase, wal] of [['add', base.wal.add], ['drain', base.wal.drain]] as const) {
+      if (wal.length > 0) this.notes.push(`graphile-worker: WAL bytes/job of the ${phase} by relation (of which full-page images): ${wal.slice(0, 8).map((w) => `${w.relation} ${round(w.bytes / base.jobs)} (${round(w.fpiBytes / base.jobs)})`).join(', ')}`);
     }
     for (const s of base.top.slice(0, 5)) {
       this.notes.push(`top statement (graphile-worker): ${round(s.totalMs)} ms total, ${s.calls} calls, ${round(s.meanMs)} ms/call, ${s.rows} rows: ${s.query}`);

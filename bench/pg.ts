@@ -147,6 +147,8 @@ export interface CostSnapshot {
   calls: number | null;
   /** Cluster-wide WAL position in bytes (the insert LSN). */
   walBytes: number;
+  /** The same position as an LSN, for reading the WAL records of a phase back. */
+  walLsn: string;
 }
 
 /**
@@ -160,7 +162,7 @@ export async function checkpoint(pg: BenchPostgres): Promise<void> {
 export async function costSnapshot(pg: BenchPostgres, database: string): Promise<CostSnapshot> {
   // The insert LSN rather than pg_stat_wal.wal_bytes: backends flush their WAL statistics
   // lazily (up to a second late since PostgreSQL 15), the LSN moves with every record.
-  const wal = await pg.admin.query(`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8 AS b`);
+  const wal = await pg.admin.query(`SELECT l::text AS lsn, pg_wal_lsn_diff(l, '0/0')::float8 AS b FROM pg_current_wal_insert_lsn() AS l`);
   let execMs: number | null = null;
   let calls: number | null = null;
   if (pg.statements) {
@@ -172,7 +174,7 @@ export async function costSnapshot(pg: BenchPostgres, database: string): Promise
     execMs = rows[0].ms;
     calls = rows[0].calls;
   }
-  return { execMs, calls, walBytes: wal.rows[0].b, cpuMs: clusterCpuMs(pg) };
+  return { execMs, calls, walBytes: wal.rows[0].b, walLsn: wal.rows[0].lsn, cpuMs: clusterCpuMs(pg) };
 }
 
 /** Needs the extension in the admin database to read pg_stat_statements from it. */
@@ -190,6 +192,38 @@ export function costDelta(before: CostSnapshot, after: CostSnapshot): CostDelta 
     walBytes: after.walBytes - before.walBytes,
     cpuMs: before.cpuMs === null || after.cpuMs === null ? null : after.cpuMs - before.cpuMs,
   };
+}
+
+export interface WalShare { relation: string; bytes: number; fpiBytes: number }
+
+/**
+ * The WAL written between two snapshots, by relation (tables and indexes of `database`, by name),
+ * in bytes: each block's data and full-page image, plus the record headers and main data shared
+ * out over its blocks. Needs pg_walinspect (PostgreSQL 16+); empty without it.
+ */
+export async function walByRelation(url: string, from: CostSnapshot, to: CostSnapshot): Promise<WalShare[]> {
+  const pool = createPool(url, { max: 1 });
+  try {
+    await pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+    const { rows } = await pool.query(
+      `WITH b AS (
+         SELECT w.start_lsn, w.relfilenode, w.block_data_length + w.block_fpi_length AS own, w.block_fpi_length AS fpi,
+                w.record_length - sum(w.block_data_length + w.block_fpi_length) OVER (PARTITION BY w.start_lsn) AS rest,
+                count(*) OVER (PARTITION BY w.start_lsn) AS blocks
+           FROM pg_get_wal_block_info($1::pg_lsn, $2::pg_lsn) w
+          WHERE w.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+       )
+       SELECT coalesce(c.relname, b.relfilenode::text) AS relation, sum(b.own + greatest(b.rest, 0) / b.blocks)::float8 AS bytes, sum(b.fpi)::float8 AS fpi
+         FROM b LEFT JOIN pg_class c ON c.relfilenode = b.relfilenode
+        GROUP BY 1 ORDER BY 2 DESC`,
+      [from.walLsn, to.walLsn],
+    );
+    return rows.map((r) => ({ relation: r.relation, bytes: r.bytes, fpiBytes: r.fpi }));
+  } catch {
+    return [];
+  } finally {
+    await pool.end();
+  }
 }
 
 export interface TopStatement { query: string; calls: number; totalMs: number; meanMs: number; rows: number }
