@@ -43,18 +43,25 @@ export function startLoop(opts: LoopOptions): LoopHandle {
       }
       if (stopper.signal.aborted || kicked) continue;
       wake = new AbortController();
-      const both = AbortSignal.any([stopper.signal, wake.signal]);
-      await opts.clock.sleep(wait, both);
+      await opts.clock.sleep(wait, wake.signal);
     }
   })();
+  // A busy dispatcher is kicked many times a second: each kick aborts at most once, with a
+  // shared reason (abort() without one builds a DOMException and its stack every time).
+  const interrupt = () => {
+    if (!wake.signal.aborted) wake.abort(WOKEN);
+  };
   return {
     kick() {
       kicked = true;
-      wake.abort();
+      interrupt();
     },
     async stop() {
-      stopper.abort();
+      stopper.abort(WOKEN);
+      interrupt();
       await done;
     },
   };
 }
+
+const WOKEN = new Error('loop woken');

@@ -28,7 +28,7 @@ import { enqueueFreedSteps } from './enqueue.js';
  * step still out is failed with the same cause, everything waiting is skipped, and the cause
  * names the runner.
  */
-async function failPinnedRun(client: PoolClient, run: RunRow, runnerId: string): Promise<void> {
+async function failPinnedRun(client: PoolClient, run: Pick<RunRow, 'id'>, runnerId: string): Promise<void> {
   const name = await runnerName(client, runnerId);
   const who = name === runnerId ? runnerId : `${name} (${runnerId})`;
   await runCauseSet(client, { runId: run.id, cause: `pinned runner ${who} lost: the run cannot continue on another runner` });

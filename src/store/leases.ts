@@ -12,6 +12,11 @@ const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name A
        r.env || s.env AS detail_env, s.timeout_ms AS detail_timeout_ms, r.max_parallel_steps AS detail_max_parallel_steps,
        r.trigger_payload AS detail_webhook_payload`;
 
+/** The lease columns mapLease reads: statements return these, not `*` (no unread dates to parse). */
+const LEASE_COLS = ['step_id', 'run_id', 'attempt', 'token', 'holder', 'runner_id', 'request_id', 'load', 'pools', 'run_scope', 'max_parallel',
+  'claimed_at', 'delivered_at', 'acked_at', 'renewed_at', 'expires_at', 'executing'];
+const leaseCols = (alias: string) => LEASE_COLS.map((c) => `${alias}.${c}`).join(', ');
+
 export interface LeaseRef { stepId: number; token: string }
 
 export interface LeaseRow {
@@ -70,7 +75,7 @@ const LEASE_DELIVER = prepared(
                    CASE WHEN m.acked THEN now() END, now() + $6 * interval '1 millisecond'
               FROM d JOIN m USING (step_id)
             RETURNING *)
-     SELECT l.*, ${DETAIL_COLS} FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`,
+     SELECT ${leaseCols('l')}, ${DETAIL_COLS} FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`,
 );
 
 /**
@@ -152,7 +157,7 @@ const LEASE_COMPLETE = prepared(
                    SELECT step_id, attempt, token, runner_id FROM d ON CONFLICT DO NOTHING),
           -- Only a step in some pool holds anything: the others skip the pool_holds probe.
           holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
-     SELECT * FROM d`,
+     SELECT ${leaseCols('d')} FROM d`,
 );
 
 /**
@@ -198,7 +203,7 @@ export async function leaseReturn(client: PoolClient, p: { items: LeaseRef[]; ru
                 SELECT step_id, run_id, shard, attempt + $4, priority, lane, fair_key, weight, pools, requirement, load, run_scope,
                        max_parallel, site_stamp, ready_at, enqueued_at, position FROM d
                 ON CONFLICT (step_id) DO NOTHING)
-     SELECT * FROM d`,
+     SELECT ${leaseCols('d')} FROM d`,
     [...refs(p.items), p.runnerId ?? null, p.newAttempt ? 1 : 0],
   );
   return rows.map(mapLease);
@@ -236,7 +241,7 @@ export async function leaseExpireDue(client: PoolClient, p: { limit: number }): 
             done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
                      SELECT step_id, attempt, NULL, runner_id FROM d ON CONFLICT DO NOTHING),
             holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
-       SELECT * FROM d`,
+       SELECT ${leaseCols('d')} FROM d`,
       refs(delivered),
     );
     lost = rows.map(mapLease);

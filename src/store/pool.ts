@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { useFastTimestamptz } from './timestamptz.js';
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
@@ -17,6 +18,7 @@ export interface PoolOptions {
 /** Bigints (counts, positions) come back as JS numbers: every value the store keeps fits in 2^53. */
 pg.types.setTypeParser(20, (v) => Number(v));
 pg.types.setTypeParser(1700, (v) => Number(v));
+useFastTimestamptz();
 
 /**
  * One pool per process. node-postgres otherwise waits forever on a hung server, so every bound is

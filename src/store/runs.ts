@@ -303,14 +303,17 @@ const STEPS_FINISH = prepared(
        FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::boolean[])
               AS m(step_id, attempt, status, exit_code, cause, runner_id, seal)
       WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')
-     RETURNING s.*`,
+     RETURNING s.id, s.run_id, s.name, s.status, s.attempt, s.dependents`,
 );
+
+/** What the roll-up reads of a finished step. */
+export type FinishedStep = Pick<StepRow, 'id' | 'runId' | 'name' | 'status' | 'attempt' | 'dependents'>;
 
 /** Batch stepFinish: one statement for many outcomes; returns the steps whose attempt was current. */
 export async function stepsFinish(
   client: PoolClient,
   items: Array<{ stepId: number; attempt: number; status: 'succeeded' | 'failed' | 'system_error'; exitCode: number | null; cause: string | null; runnerId: string | null; seal: boolean }>,
-): Promise<StepRow[]> {
+): Promise<FinishedStep[]> {
   if (items.length === 0) return [];
   const { rows } = await client.query(STEPS_FINISH([
       items.map((i) => i.stepId),
@@ -321,7 +324,7 @@ export async function stepsFinish(
       items.map((i) => i.runnerId),
       items.map((i) => i.seal),
     ]));
-  return rows.map(mapStep);
+  return rows.map((r) => ({ id: Number(r.id), runId: Number(r.run_id), name: r.name, status: r.status, attempt: r.attempt, dependents: r.dependents ?? 0 }));
 }
 
 /** The start the step row kept for its attempt (as `old_*` columns), or null when it has none. */
@@ -399,7 +402,7 @@ const RUNS_CLOSE_STEPS = prepared(
      UPDATE runs r SET open_steps = r.open_steps - m.n
        FROM m JOIN l USING (id)
       WHERE r.id = m.id
-     RETURNING r.*`,
+     RETURNING r.id, r.status, r.open_steps`,
 );
 
 /**
@@ -408,10 +411,10 @@ const RUNS_CLOSE_STEPS = prepared(
  * its count after; a running run at zero is the caller's to finish. The row lock is held from here
  * to the commit only.
  */
-export async function runsCloseSteps(client: PoolClient, closed: Map<number, number>): Promise<Array<RunRow & { openSteps: number }>> {
+export async function runsCloseSteps(client: PoolClient, closed: Map<number, number>): Promise<Array<{ id: number; status: RunStatus; openSteps: number }>> {
   if (closed.size === 0) return [];
   const { rows } = await client.query(RUNS_CLOSE_STEPS([[...closed.keys()], [...closed.values()]]));
-  return rows.map((r) => ({ ...mapRun(r), openSteps: r.open_steps })).sort((a, b) => a.id - b.id);
+  return rows.map((r) => ({ id: Number(r.id), status: r.status as RunStatus, openSteps: r.open_steps })).sort((a, b) => a.id - b.id);
 }
 
 /**
