@@ -124,18 +124,50 @@ function procStat(pid: number | string): string[] | undefined {
  * phase is the database's real CPU cost, lock waits excluded; null when the cluster is not ours.
  */
 export function clusterCpuMs(pg: Pick<BenchPostgres, 'postmasterPid'>): number | null {
+  return clusterCpu(pg)?.ms ?? null;
+}
+
+/**
+ * The cluster's CPU time, and whether a child has exited but is not yet reaped (its time is in
+ * flux). A child reaped while /proc is read would be counted nowhere: the postmaster's reaped
+ * children's time is read before and after the scan, and the scan repeated if it moved.
+ */
+function clusterCpu(pg: Pick<BenchPostgres, 'postmasterPid'>): { ms: number; exiting: boolean } | null {
   const pm = pg.postmasterPid;
   if (!pm) return null;
-  const own = procStat(pm);
-  if (!own) return null;
   // Fields (1-based in proc(5)) 14 utime, 15 stime, 16 cutime, 17 cstime; here offset by 3.
-  let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const st = procStat(entry);
-    if (st && Number(st[1]) === pm) ticks += Number(st[11]) + Number(st[12]);
+  const reaped = (st: string[]) => Number(st[13]) + Number(st[14]);
+  for (let attempt = 0; ; attempt++) {
+    const own = procStat(pm);
+    if (!own) return null;
+    let ticks = Number(own[11]) + Number(own[12]) + reaped(own);
+    let exiting = false;
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const st = procStat(entry);
+      if (!st || Number(st[1]) !== pm) continue;
+      if (st[0] === 'Z' || st[0] === 'X') exiting = true;
+      ticks += Number(st[11]) + Number(st[12]);
+    }
+    const after = procStat(pm);
+    if (!after) return null;
+    if (reaped(after) === reaped(own) || attempt >= 20) return { ms: ticks * 10, exiting };
   }
-  return ticks * 10;
+}
+
+/**
+ * clusterCpuMs once no backend is between exit and reaping: a connection closed just before a
+ * snapshot (a worker stopping) is otherwise counted neither as a live child nor in the
+ * postmaster's reaped children's time.
+ */
+async function settledClusterCpuMs(pg: Pick<BenchPostgres, 'postmasterPid'>): Promise<number | null> {
+  for (let i = 0; i < 100; i++) {
+    const c = clusterCpu(pg);
+    if (!c) return null;
+    if (!c.exiting) return c.ms;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return clusterCpuMs(pg);
 }
 
 /** Cumulative store counters of one database at one instant. */
@@ -174,7 +206,7 @@ export async function costSnapshot(pg: BenchPostgres, database: string): Promise
     execMs = rows[0].ms;
     calls = rows[0].calls;
   }
-  return { execMs, calls, walBytes: wal.rows[0].b, walLsn: wal.rows[0].lsn, cpuMs: clusterCpuMs(pg) };
+  return { execMs, calls, walBytes: wal.rows[0].b, walLsn: wal.rows[0].lsn, cpuMs: await settledClusterCpuMs(pg) };
 }
 
 /** Needs the extension in the admin database to read pg_stat_statements from it. */

@@ -153,8 +153,12 @@ export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; 
 const LEASE_COMPLETE = prepared(
   `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
                  WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id RETURNING l.*),
+          -- An attempt ends once: its lease row (one per step) is deleted by one transaction. A
+          -- plain insert guarded by NOT EXISTS, not ON CONFLICT, whose speculative insertion
+          -- logs a confirmation record per row (48 B of WAL per step).
           done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
-                   SELECT step_id, attempt, token, runner_id FROM d ON CONFLICT DO NOTHING),
+                   SELECT step_id, attempt, token, runner_id FROM d
+                    WHERE NOT EXISTS (SELECT 1 FROM scheduler_done x WHERE x.step_id = d.step_id AND x.attempt = d.attempt)),
           -- Only a step in some pool holds anything: the others skip the pool_holds probe.
           holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
      SELECT ${leaseCols('d')} FROM d`,
@@ -239,7 +243,8 @@ export async function leaseExpireDue(client: PoolClient, p: { limit: number }): 
       `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
                    WHERE l.step_id = m.step_id AND l.token = m.token RETURNING l.*),
             done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
-                     SELECT step_id, attempt, NULL, runner_id FROM d ON CONFLICT DO NOTHING),
+                     SELECT step_id, attempt, NULL, runner_id FROM d
+                      WHERE NOT EXISTS (SELECT 1 FROM scheduler_done x WHERE x.step_id = d.step_id AND x.attempt = d.attempt)),
             holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
        SELECT ${leaseCols('d')} FROM d`,
       refs(delivered),
