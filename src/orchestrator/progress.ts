@@ -17,7 +17,7 @@ import {
   stepsWithStatus,
   stepStart,
   stepsStart,
-  stepsFinish,
+  stepsFinishClose,
   type RunRow,
 } from '../store/runs.js';
 import type { OrchestratorHooks, StepOutcome } from './contract.js';
@@ -43,10 +43,11 @@ async function failPinnedRun(client: PoolClient, run: Pick<RunRow, 'id'>, runner
 }
 
 /**
- * Records outcomes of any number of runs without taking their run rows: one statement finishes
- * the steps, one frees the dependents of those that succeeded (only when some have dependents),
- * failures skip what is downstream of them, and one statement counts the closed steps off their
- * runs (rows locked in id order, held to the commit). A run-scoped run whose pinned runner was
+ * Records outcomes of any number of runs without taking their run rows for long: one statement
+ * finishes the steps and counts them off their runs (rows locked in id order, held to the
+ * commit), one frees the dependents of those that succeeded (only when some have dependents),
+ * failures skip what is downstream of them, and the skipped steps are counted off in one more
+ * statement (only when there are some). A run-scoped run whose pinned runner was
  * lost is failed under its run lock; then one statement ends every run whose count reached zero.
  * That statement comes after the count, not within it: a statement sees the steps as they were
  * when it began, and a count that waited for another transaction's lock on the run would judge
@@ -59,29 +60,31 @@ async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Prom
     if (runId !== undefined) known.push({ ...o, runId });
   }
   if (known.length === 0) return;
-  const finished = await stepsFinish(
+  const { finished, runs: counted } = await stepsFinishClose(
     client,
     known.map((o) => ({ stepId: o.stepId, attempt: o.attempt, status: o.status, exitCode: o.exitCode, cause: o.cause, runnerId: o.runnerId, seal: o.status === 'system_error' })),
   );
   // A stale attempt, a duplicate completion, or a step already cancelled is not among `finished`.
   if (finished.length === 0) return;
   const outcomeOf = new Map(known.map((o) => [o.stepId, o]));
-  const closed = new Map<number, number>();
-  for (const s of finished) closed.set(s.runId, (closed.get(s.runId) ?? 0) + 1);
 
   const freed = await stepsReleaseAfter(client, finished.filter((s) => s.status === 'succeeded' && s.dependents > 0).map((s) => ({ runId: s.runId, name: s.name })));
   await enqueueFreedSteps(client, freed);
   const pinLost: Array<{ runId: number; runnerId: string }> = [];
+  // Steps skipped below a failure close too: counted off their runs after the finished ones.
+  const skippedOf = new Map<number, number>();
   for (const step of finished.filter((s) => s.status !== 'succeeded')) {
     const o = outcomeOf.get(step.id)!;
     if (step.status === 'system_error') await stepLogSystem(client, { stepId: step.id, attempt: step.attempt, text: `attempt ${step.attempt} ended in system_error: ${o.cause ?? 'unknown cause'}; log sealed` });
     if (step.dependents > 0) {
       const skipped = await stepsSkipDependents(client, { runId: step.runId, stepName: step.name, cause: `skipped: step ${step.name} ${step.status === 'failed' ? 'failed' : 'ended in system_error'}` });
-      closed.set(step.runId, closed.get(step.runId)! + skipped.length);
+      if (skipped.length > 0) skippedOf.set(step.runId, (skippedOf.get(step.runId) ?? 0) + skipped.length);
     }
     if (o.event === 'pinned_runner_lost' && o.runnerId) pinLost.push({ runId: step.runId, runnerId: o.runnerId });
   }
-  const runs = await runsCloseSteps(client, closed);
+  const latest = new Map(counted.map((r) => [r.id, r]));
+  for (const r of await runsCloseSteps(client, skippedOf)) latest.set(r.id, r);
+  const runs = [...latest.values()].sort((a, b) => a.id - b.id);
   const ending: number[] = [];
   for (const run of runs.filter((r) => r.status === 'running')) {
     const lost = pinLost.find((p) => p.runId === run.id);

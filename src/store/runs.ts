@@ -297,25 +297,42 @@ export async function stepFinish(
   return rows[0] ? mapStep(rows[0]) : null;
 }
 
-const STEPS_FINISH = prepared(
-  `UPDATE steps s SET status = m.status, exit_code = m.exit_code, cause = m.cause, runner_id = coalesce(m.runner_id, s.runner_id),
-            started_at = coalesce(s.started_at, now()), finished_at = now(), log_sealed = s.log_sealed OR m.seal
-       FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::boolean[])
-              AS m(step_id, attempt, status, exit_code, cause, runner_id, seal)
-      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')
-     RETURNING s.id, s.run_id, s.name, s.status, s.attempt, s.dependents`,
+const STEPS_FINISH_CLOSE = prepared(
+  `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::boolean[])
+                AS m(step_id, attempt, status, exit_code, cause, runner_id, seal)),
+        f AS (UPDATE steps s SET status = m.status, exit_code = m.exit_code, cause = m.cause, runner_id = coalesce(m.runner_id, s.runner_id),
+                     started_at = coalesce(s.started_at, now()), finished_at = now(), log_sealed = s.log_sealed OR m.seal
+                FROM m
+               WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')
+              RETURNING s.id, s.run_id, s.name, s.status, s.attempt, s.dependents),
+        n AS (SELECT run_id AS id, count(*)::int AS n FROM f GROUP BY run_id),
+        l AS (SELECT r.id FROM runs r JOIN n USING (id) ORDER BY r.id FOR NO KEY UPDATE OF r),
+        c AS (UPDATE runs r SET open_steps = r.open_steps - n.n FROM n JOIN l USING (id) WHERE r.id = n.id
+              RETURNING r.id, r.status, r.open_steps)
+   SELECT false AS run, f.id, f.run_id, f.name, f.status, f.attempt, f.dependents, NULL::int AS open_steps FROM f
+   UNION ALL
+   SELECT true, c.id, NULL, NULL, c.status, NULL, NULL, c.open_steps FROM c`,
 );
 
 /** What the roll-up reads of a finished step. */
 export type FinishedStep = Pick<StepRow, 'id' | 'runId' | 'name' | 'status' | 'attempt' | 'dependents'>;
 
-/** Batch stepFinish: one statement for many outcomes; returns the steps whose attempt was current. */
-export async function stepsFinish(
+/** A run's open-step count after a roll-up statement took some off (runsCloseSteps, stepsFinishClose). */
+export interface ClosedRun { id: number; status: RunStatus; openSteps: number }
+
+/**
+ * Batch stepFinish, and the finished steps counted off their runs, in one statement: the steps
+ * whose attempt was current, and each of their runs with its open count after (rows locked in
+ * id order after the steps, as runsCloseSteps does). Stale attempts, duplicates and steps already
+ * ended are left alone and counted nowhere.
+ */
+export async function stepsFinishClose(
   client: PoolClient,
   items: Array<{ stepId: number; attempt: number; status: 'succeeded' | 'failed' | 'system_error'; exitCode: number | null; cause: string | null; runnerId: string | null; seal: boolean }>,
-): Promise<FinishedStep[]> {
-  if (items.length === 0) return [];
-  const { rows } = await client.query(STEPS_FINISH([
+): Promise<{ finished: FinishedStep[]; runs: ClosedRun[] }> {
+  if (items.length === 0) return { finished: [], runs: [] };
+  const { rows } = await client.query(
+    STEPS_FINISH_CLOSE([
       items.map((i) => i.stepId),
       items.map((i) => i.attempt),
       items.map((i) => i.status),
@@ -323,8 +340,12 @@ export async function stepsFinish(
       items.map((i) => i.cause),
       items.map((i) => i.runnerId),
       items.map((i) => i.seal),
-    ]));
-  return rows.map((r) => ({ id: Number(r.id), runId: Number(r.run_id), name: r.name, status: r.status, attempt: r.attempt, dependents: r.dependents ?? 0 }));
+    ]),
+  );
+  return {
+    finished: rows.filter((r) => !r.run).map((r) => ({ id: Number(r.id), runId: Number(r.run_id), name: r.name, status: r.status, attempt: r.attempt, dependents: r.dependents ?? 0 })),
+    runs: rows.filter((r) => r.run).map((r) => ({ id: Number(r.id), status: r.status as RunStatus, openSteps: r.open_steps })).sort((a, b) => a.id - b.id),
+  };
 }
 
 /** The start the step row kept for its attempt (as `old_*` columns), or null when it has none. */
@@ -411,7 +432,7 @@ const RUNS_CLOSE_STEPS = prepared(
  * its count after; a running run at zero is the caller's to finish. The row lock is held from here
  * to the commit only.
  */
-export async function runsCloseSteps(client: PoolClient, closed: Map<number, number>): Promise<Array<{ id: number; status: RunStatus; openSteps: number }>> {
+export async function runsCloseSteps(client: PoolClient, closed: Map<number, number>): Promise<ClosedRun[]> {
   if (closed.size === 0) return [];
   const { rows } = await client.query(RUNS_CLOSE_STEPS([[...closed.keys()], [...closed.values()]]));
   return rows.map((r) => ({ id: Number(r.id), status: r.status as RunStatus, openSteps: r.open_steps })).sort((a, b) => a.id - b.id);

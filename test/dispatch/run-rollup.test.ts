@@ -99,7 +99,7 @@ describe('the roll-up of the runs a completion group finishes', () => {
     expect(notified).toEqual(['run:nightly']);
 
     // The seven runs are finished by one statement, whatever their number.
-    const finishing = statements.statements.filter((s) => /UPDATE runs\b/.test(s) && /finished_at/.test(s));
+    const finishing = statements.statements.filter((s) => /UPDATE runs r SET status\b/.test(s));
     expect(finishing).toHaveLength(1);
   });
 
