@@ -119,7 +119,8 @@ export class OpschainBench {
   async deploy(label: string, replicas: number): Promise<Deployment> {
     const { env } = this;
     const db = await env.dbs.create(label);
-    const pool = createPool(db.url, { max: 8, applicationName: 'opschain-bench', statementTimeoutMs: 1_800_000, queryTimeoutMs: 1_800_000 });
+    // The bench submits as a long-lived client does (a server's submit path): its statements prepared.
+    const pool = createPool(db.url, { max: 8, applicationName: 'opschain-bench', statementTimeoutMs: 1_800_000, queryTimeoutMs: 1_800_000, preparedStatements: true });
     const homes: string[] = [];
     const servers: ServerProcess[] = [];
     const stop = async () => {

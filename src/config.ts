@@ -23,6 +23,8 @@ export interface ServerConfig {
   maxStepLogBytes: number;
   /** The timeout of a step whose run file sets none. */
   defaultStepTimeoutMs: number;
+  /** Hot statements as named prepared statements (off behind a pooler that cannot keep them). */
+  preparedStatements: boolean;
 }
 
 export class ConfigError extends Error {
@@ -51,6 +53,7 @@ export const CONFIG_KEYS: KeySpec[] = [
   { path: 'dispatch.accept_exceeding', env: 'OPSCHAIN_ACCEPT_EXCEEDING', kind: 'bool', field: 'acceptExceeding', default: true, doc: 'let the most capable idle runner take a step larger than every max_load' },
   { path: 'replica_id', env: 'OPSCHAIN_REPLICA_ID', kind: 'string', field: 'replicaId', doc: 'override the replica id (default hostname-<random> per boot)' },
   { path: 'logs.max_step_bytes', env: 'OPSCHAIN_LOGS_MAX_STEP_BYTES', kind: 'int', field: 'maxStepLogBytes', default: 10 * 1024 * 1024, doc: 'the most output one step attempt keeps (bytes); past it, one truncation line and nothing more' },
+  { path: 'store.prepared_statements', env: 'OPSCHAIN_STORE_PREPARED_STATEMENTS', kind: 'bool', field: 'preparedStatements', default: true, doc: 'send the hot statements as named prepared statements, parsed and planned once per connection; turn off behind a pooler that cannot keep them (PgBouncer in transaction mode before 1.21)' },
   { path: 'steps.default_timeout', env: 'OPSCHAIN_STEPS_DEFAULT_TIMEOUT', kind: 'duration', field: 'defaultStepTimeoutMs', default: 3_600_000, doc: 'the timeout of a step whose run file sets none' },
 ];
 

@@ -57,6 +57,7 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
   const pool = createPool(databaseUrl, {
     max: 20,
     applicationName: 'opschain-server',
+    preparedStatements: config.preparedStatements,
     onError: (err) => log.warn({ err: err.message }, 'store connection error'),
   });
   try {

@@ -13,6 +13,12 @@ export interface PoolOptions {
   statementTimeoutMs?: number;
   lockTimeoutMs?: number;
   onError?: (err: Error) => void;
+  /**
+   * Send statements built with prepared() as named prepared statements (a long-lived server's
+   * pool). Off (the default, and for one-shot CLI pools) they go unnamed: a process that runs a
+   * statement once gains nothing, and a transaction pooler may not keep them.
+   */
+  preparedStatements?: boolean;
 }
 
 /** Bigints (counts, positions) come back as JS numbers: every value the store keeps fits in 2^53. */
@@ -42,7 +48,7 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): Po
   pool.on('error', onError);
   pool.on('connect', (client) => {
     client.on('error', onError);
-    observeQueries(pool, client);
+    observeQueries(pool, client, opts.preparedStatements ?? false);
   });
   observeConnects(pool);
   return pool;
@@ -83,10 +89,11 @@ const isStaleResultType = (err: unknown): boolean =>
 
 /**
  * Wraps a client's query (promise or callback form) so the pool's observer (if any) sees each one
- * end, and so a named statement a migration made stale is prepared afresh: after that error the
- * client sends its named statements under a new suffix (the old one stays unused on the server).
+ * end; named statements go unnamed unless the pool prepares them, and a named statement a
+ * migration made stale is prepared afresh: after that error the client sends its named
+ * statements under a new suffix (the old one stays unused on the server).
  */
-function observeQueries(pool: Pool, client: PoolClient): void {
+function observeQueries(pool: Pool, client: PoolClient, preparedStatements: boolean): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   let generation = 0;
   const onEnd = (start: number, err?: unknown) => {
@@ -94,9 +101,10 @@ function observeQueries(pool: Pool, client: PoolClient): void {
     observers.get(pool)?.((performance.now() - start) / 1000, err);
   };
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-    const first = args[0] as { name?: string } | string;
-    if (generation > 0 && typeof first === 'object' && first !== null && typeof first.name === 'string') {
-      args = [{ ...first, name: `${first.name}_${generation}` }, ...args.slice(1)];
+    const first = args[0] as { name?: string; text?: string; values?: unknown[] } | string;
+    if (typeof first === 'object' && first !== null && typeof first.name === 'string') {
+      if (!preparedStatements) args = [{ text: first.text, values: first.values }, ...args.slice(1)];
+      else if (generation > 0) args = [{ ...first, name: `${first.name}_${generation}` }, ...args.slice(1)];
     }
     const start = performance.now();
     const last = args[args.length - 1];

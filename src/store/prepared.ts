@@ -15,6 +15,9 @@ import type pg from 'pg';
  * A migration that adds a column changes what a `*` returns; the next execution of a statement
  * prepared before it fails once with "cached plan must not change result type", and the pool
  * prepares it again under a new name on that connection (createPool).
+ *
+ * Only pools created with `preparedStatements` (the server's, unless `store.prepared_statements`
+ * is off) send the name; elsewhere the statement goes unnamed, as any other.
  */
 export function prepared(text: string): (values: unknown[]) => pg.QueryConfig {
   const name = `opschain_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;

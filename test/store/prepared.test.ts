@@ -9,7 +9,7 @@ describe('named prepared statements', () => {
   const db = useTestDatabase();
 
   it('are parsed once per connection and reused by name', async () => {
-    const pool = createPool(db.current.url, { max: 1 });
+    const pool = createPool(db.current.url, { max: 1, preparedStatements: true });
     try {
       await pool.query(`CREATE TABLE prepared_probe (id int PRIMARY KEY)`);
       await pool.query(`INSERT INTO prepared_probe VALUES (1), (2)`);
@@ -22,8 +22,19 @@ describe('named prepared statements', () => {
     }
   });
 
-  it('a migration that adds a column costs one failed execution per connection, then the statement is prepared afresh', async () => {
+  it('go unnamed from a pool that does not prepare them (a CLI, or behind a transaction pooler)', async () => {
     const pool = createPool(db.current.url, { max: 1 });
+    try {
+      for (let i = 0; i < 3; i++) expect((await pool.query(READ([]))).rows).toEqual([{ id: 1 }, { id: 2 }]);
+      const { rows } = await pool.query(`SELECT count(*)::int AS n FROM pg_prepared_statements`);
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('a migration that adds a column costs one failed execution per connection, then the statement is prepared afresh', async () => {
+    const pool = createPool(db.current.url, { max: 1, preparedStatements: true });
     try {
       await pool.query(`DROP TABLE IF EXISTS prepared_probe`);
       await pool.query(`CREATE TABLE prepared_probe (id int PRIMARY KEY)`);
