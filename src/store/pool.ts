@@ -46,9 +46,12 @@ export function createPool(connectionString: string, opts: PoolOptions = {}): Po
     keepAlive: true,
   } as pg.PoolConfig);
   pool.on('error', onError);
+  // Shared by the pool's clients: after a migration made a prepared statement stale, every
+  // connection prepares its statements afresh (one failed execution per pool, not per connection).
+  const prepared = { enabled: opts.preparedStatements ?? false, generation: 0 };
   pool.on('connect', (client) => {
     client.on('error', onError);
-    observeQueries(pool, client, opts.preparedStatements ?? false);
+    observeQueries(pool, client, prepared);
   });
   observeConnects(pool);
   return pool;
@@ -90,21 +93,20 @@ const isStaleResultType = (err: unknown): boolean =>
 /**
  * Wraps a client's query (promise or callback form) so the pool's observer (if any) sees each one
  * end; named statements go unnamed unless the pool prepares them, and a named statement a
- * migration made stale is prepared afresh: after that error the client sends its named
- * statements under a new suffix (the old one stays unused on the server).
+ * migration made stale is prepared afresh: after that error the pool's clients send their named
+ * statements under a new suffix (the old ones stay unused on the server).
  */
-function observeQueries(pool: Pool, client: PoolClient, preparedStatements: boolean): void {
+function observeQueries(pool: Pool, client: PoolClient, prepared: { enabled: boolean; generation: number }): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-  let generation = 0;
   const onEnd = (start: number, err?: unknown) => {
-    if (err !== undefined && isStaleResultType(err)) generation++;
+    if (err !== undefined && isStaleResultType(err)) prepared.generation++;
     observers.get(pool)?.((performance.now() - start) / 1000, err);
   };
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
     const first = args[0] as { name?: string; text?: string; values?: unknown[] } | string;
     if (typeof first === 'object' && first !== null && typeof first.name === 'string') {
-      if (!preparedStatements) args = [{ text: first.text, values: first.values }, ...args.slice(1)];
-      else if (generation > 0) args = [{ ...first, name: `${first.name}_${generation}` }, ...args.slice(1)];
+      if (!prepared.enabled) args = [{ text: first.text, values: first.values }, ...args.slice(1)];
+      else if (prepared.generation > 0) args = [{ ...first, name: `${first.name}_${prepared.generation}` }, ...args.slice(1)];
     }
     const start = performance.now();
     const last = args[args.length - 1];

@@ -33,27 +33,31 @@ describe('named prepared statements', () => {
     }
   });
 
-  it('a migration that adds a column costs one failed execution per connection, then the statement is prepared afresh', async () => {
-    const pool = createPool(db.current.url, { max: 1, preparedStatements: true });
+  it('a migration that adds a column costs one failed execution per pool, then its connections prepare the statement afresh', async () => {
+    const pool = createPool(db.current.url, { max: 2, preparedStatements: true });
     try {
       await pool.query(`DROP TABLE IF EXISTS prepared_probe`);
       await pool.query(`CREATE TABLE prepared_probe (id int PRIMARY KEY)`);
       await pool.query(`INSERT INTO prepared_probe VALUES (1)`);
-      expect((await pool.query(READ([]))).rows).toEqual([{ id: 1 }]);
-      // Another connection migrates under the running one, as a rolling upgrade does.
-      const other = createPool(db.current.url, { max: 1 });
-      await other.query(`ALTER TABLE prepared_probe ADD COLUMN note text NOT NULL DEFAULT 'new'`);
-      await other.end();
-      await expect(pool.query(READ([]))).rejects.toMatchObject({ code: '0A000' });
-      expect((await pool.query(READ([]))).rows).toEqual([{ id: 1, note: 'new' }]);
-      // Inside a transaction as well: the next transaction on the same connection works.
-      const client = await pool.connect();
+      // Both connections prepare the statement.
+      const [c1, c2] = [await pool.connect(), await pool.connect()];
       try {
-        await client.query('BEGIN');
-        expect((await client.query(READ([]))).rows).toEqual([{ id: 1, note: 'new' }]);
-        await client.query('COMMIT');
+        expect((await c1.query(READ([]))).rows).toEqual([{ id: 1 }]);
+        expect((await c2.query(READ([]))).rows).toEqual([{ id: 1 }]);
+        // Another connection migrates under the running one, as a rolling upgrade does.
+        const other = createPool(db.current.url, { max: 1 });
+        await other.query(`ALTER TABLE prepared_probe ADD COLUMN note text NOT NULL DEFAULT 'new'`);
+        await other.end();
+        // The first execution after it fails (inside a transaction: that transaction is lost, as
+        // a deadlock victim's would be); after it, no connection of the pool fails.
+        await c1.query('BEGIN');
+        await expect(c1.query(READ([]))).rejects.toMatchObject({ code: '0A000' });
+        await c1.query('ROLLBACK');
+        expect((await c2.query(READ([]))).rows).toEqual([{ id: 1, note: 'new' }]);
+        expect((await c1.query(READ([]))).rows).toEqual([{ id: 1, note: 'new' }]);
       } finally {
-        client.release();
+        c1.release();
+        c2.release();
       }
     } finally {
       await pool.end();
