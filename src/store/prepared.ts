@@ -13,8 +13,8 @@ import type pg from 'pg';
  *
  * The name is derived from the text, so one text is one prepared statement per connection.
  * A migration that adds a column changes what a `*` returns; the next execution of a statement
- * prepared before it fails once with "cached plan must not change result type", and the pool
- * prepares it again under a new name on that connection (createPool).
+ * prepared before it fails once with "cached plan must not change result type", and the pool's
+ * connections then prepare their statements again under new names (createPool).
  *
  * Only pools created with `preparedStatements` (the server's, unless `store.prepared_statements`
  * is off) send the name; elsewhere the statement goes unnamed, as any other.
