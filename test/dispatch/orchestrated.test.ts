@@ -17,12 +17,13 @@ steps:
   d: { run: "echo d", needs: [b, c] }
 `;
 
-describe('the dispatch plane driving the orchestrator', () => {
+// Both ways a server can send its hot statements: prepared (the default) and unnamed (store.prepared_statements: false).
+describe.each([{ prepared: true }, { prepared: false }])('the dispatch plane driving the orchestrator (prepared statements: $prepared)', ({ prepared }) => {
   const db = useTestDatabase();
   let server: ServerHandle;
   let runner: TestRunner;
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: serverFeatures() });
+    server = await startTestServer(db.current.url, { features: serverFeatures(), config: { preparedStatements: prepared } });
     const { secret } = await tokenCreate(db.current.pool, { kind: 'registration', name: 't' });
     runner = await new TestRunner(server.url).register(secret);
   });
