@@ -6,7 +6,7 @@ import { replicaQuiesceSet } from '../../src/coordination/levers.js';
 import type { AdminStatus } from '../../src/coordination/status.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate, tokenRevoke } from '../../src/store/tokens.js';
-import { useTestDatabase, waitFor } from '../support/db.js';
+import { truncateLive, useTestDatabase, waitFor } from '../support/db.js';
 import { startTestServer } from '../support/server.js';
 
 // A short tick so in-process replicas converge in well under a second; the logic is the production one.
@@ -26,7 +26,7 @@ describe('GET /api/admin/status and the replica levers', () => {
   afterEach(async () => {
     await Promise.all(servers.map((s) => s.stop()));
     servers = [];
-    await db.current.pool.query(`TRUNCATE replicas, coordination_leases`);
+    await truncateLive(db.current.pool, 'replicas, coordination_leases');
   });
 
   const start = async (site?: string) => {

@@ -10,7 +10,7 @@ import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerContext, ServerHandle } from '../../src/server.js';
 import { replicaSetQuiesced } from '../../src/store/replicas.js';
 import { tokenCreate } from '../../src/store/tokens.js';
-import { useTestDatabase, waitFor } from '../support/db.js';
+import { truncateLive, useTestDatabase, waitFor } from '../support/db.js';
 import { TestRunner } from '../support/runner-client.js';
 import { seedRun } from '../support/seed.js';
 import { startTestServer } from '../support/server.js';
@@ -32,7 +32,7 @@ describe('replicas sharing one queue (in process)', () => {
   afterEach(async () => {
     await Promise.all(servers.map((s) => s.stop()));
     servers = [];
-    await db.current.pool.query(`TRUNCATE replicas, coordination_leases, queue_ready, scheduler_job_leases`);
+    await truncateLive(db.current.pool, 'replicas, coordination_leases, queue_ready, scheduler_job_leases');
   });
 
   async function fleet(sites: Array<string | undefined>): Promise<ServerHandle[]> {

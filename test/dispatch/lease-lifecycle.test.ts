@@ -5,7 +5,7 @@ import { expireOnce, FENCED, RUNNER_LOST_CAUSE } from '../../src/dispatch/lifecy
 import type { OrchestratorHooks, StepOutcome } from '../../src/orchestrator/contract.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
-import { useTestDatabase, waitFor } from '../support/db.js';
+import { truncateLive, useTestDatabase, waitFor } from '../support/db.js';
 import { TestRunner } from '../support/runner-client.js';
 import { seedRun } from '../support/seed.js';
 import { startTestServer } from '../support/server.js';
@@ -62,7 +62,7 @@ describe('the lease lifecycle over the runner protocol', () => {
   });
   beforeEach(async () => {
     hooks.reset();
-    await db.current.pool.query('TRUNCATE queue_ready, scheduler_job_leases, scheduler_done, pool_holds, scheduler_run_pins');
+    await truncateLive(db.current.pool, 'queue_ready, scheduler_job_leases, scheduler_done, pool_holds, scheduler_run_pins');
   });
 
   const runner = () => new TestRunner(server.url).register(regToken);

@@ -9,7 +9,7 @@ import { placementBind } from '../../src/store/placement.js';
 import { poolLimitSet } from '../../src/store/pools.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { buildFleetQueue } from '../../src/views/fleet-queue.js';
-import { useTestDatabase } from '../support/db.js';
+import { truncateLive, useTestDatabase } from '../support/db.js';
 import { TestRunner } from '../support/runner-client.js';
 import { startTestServer } from '../support/server.js';
 
@@ -25,7 +25,7 @@ describe('dispatch policy through the runner protocol', () => {
   });
   afterAll(async () => server?.stop());
   beforeEach(async () => {
-    await db.current.pool.query('TRUNCATE queue_ready, scheduler_job_leases, pool_holds, pool_limits, scheduler_run_pins');
+    await truncateLive(db.current.pool, 'queue_ready, scheduler_job_leases, pool_holds, pool_limits, scheduler_run_pins');
   });
 
   const register = (name: string, extra: Record<string, unknown> = {}) => new TestRunner(server.url).register(reg, { name, max_load: 4, ...extra });

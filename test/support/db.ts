@@ -60,3 +60,21 @@ export async function waitFor<T>(cond: () => Promise<T> | T, opts: { timeoutMs?:
   }
   throw new Error(`timed out waiting for ${opts.what ?? 'condition'}${last ? `: ${(last as Error).message}` : ''}`);
 }
+
+/**
+ * TRUNCATE while a test server runs: its loops may hold one of the tables and want another that
+ * the TRUNCATE already holds (a deadlock PostgreSQL breaks by failing one side), so a failed
+ * attempt is retried; the server's side retries on its own.
+ */
+export async function truncateLive(pool: Pool, tables: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await pool.query(`TRUNCATE ${tables}`);
+      return;
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (attempt >= 20 || (code !== '40P01' && code !== '55P03')) throw err;
+      await new Promise((r) => setTimeout(r, 25 * attempt));
+    }
+  }
+}

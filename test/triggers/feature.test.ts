@@ -7,7 +7,7 @@ import type { ServerHandle } from '../../src/server.js';
 import { launchFeature } from '../../src/triggers/feature.js';
 import type { LaunchReport } from '../../src/triggers/launch.js';
 import { launchReconcile, oneShotAdd, templatePut, triggerShow } from '../../src/triggers/manage.js';
-import { useTestDatabase, waitFor } from '../support/db.js';
+import { truncateLive, useTestDatabase, waitFor } from '../support/db.js';
 import { startTestServer } from '../support/server.js';
 
 const TEMPLATE = (name: string) => `name: ${name}\nsteps:\n  hello:\n    run: echo hello\n`;
@@ -18,7 +18,7 @@ describe('the launch loop in a replica', () => {
   afterEach(async () => {
     await Promise.all(servers.map((s) => s.stop()));
     servers = [];
-    await db.current.pool.query(`TRUNCATE replicas, coordination_leases, run_templates, schedules, one_shots, trigger_ticks, runs CASCADE`);
+    await truncateLive(db.current.pool, 'replicas, coordination_leases, run_templates, schedules, one_shots, trigger_ticks, runs CASCADE');
   });
 
   it('only the leader runs it; a one-shot written through a non-leader replica fires within the probe interval', async () => {
