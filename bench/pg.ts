@@ -120,17 +120,11 @@ function procStat(pid: number | string): string[] | undefined {
 
 /**
  * CPU time (ms) the whole cluster has used: the postmaster's own and its reaped children's
- * (cutime/cstime) plus every live child's (backends, walwriter, checkpointer…). Its delta over a
- * phase is the database's real CPU cost, lock waits excluded; null when the cluster is not ours.
- */
-export function clusterCpuMs(pg: Pick<BenchPostgres, 'postmasterPid'>): number | null {
-  return clusterCpu(pg)?.ms ?? null;
-}
-
-/**
- * The cluster's CPU time, and whether a child has exited but is not yet reaped (its time is in
- * flux). A child reaped while /proc is read would be counted nowhere: the postmaster's reaped
- * children's time is read before and after the scan, and the scan repeated if it moved.
+ * (cutime/cstime) plus every live child's (backends, walwriter, checkpointer…); its delta over a
+ * phase is the database's real CPU cost, lock waits excluded. Also whether a child has exited
+ * but is not yet reaped (its time is in flux). A child reaped while /proc is read would be
+ * counted nowhere: the postmaster's reaped children's time is read before and after the scan,
+ * and the scan repeated if it moved. Null when the cluster is not ours.
  */
 function clusterCpu(pg: Pick<BenchPostgres, 'postmasterPid'>): { ms: number; exiting: boolean } | null {
   const pm = pg.postmasterPid;
@@ -156,7 +150,7 @@ function clusterCpu(pg: Pick<BenchPostgres, 'postmasterPid'>): { ms: number; exi
 }
 
 /**
- * clusterCpuMs once no backend is between exit and reaping: a connection closed just before a
+ * clusterCpu once no backend is between exit and reaping: a connection closed just before a
  * snapshot (a worker stopping) is otherwise counted neither as a live child nor in the
  * postmaster's reaped children's time.
  */
@@ -167,7 +161,7 @@ async function settledClusterCpuMs(pg: Pick<BenchPostgres, 'postmasterPid'>): Pr
     if (!c.exiting) return c.ms;
     await new Promise((r) => setTimeout(r, 10));
   }
-  return clusterCpuMs(pg);
+  return clusterCpu(pg)?.ms ?? null;
 }
 
 /** Cumulative store counters of one database at one instant. */

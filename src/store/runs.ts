@@ -297,6 +297,16 @@ export async function stepFinish(
   return rows[0] ? mapStep(rows[0]) : null;
 }
 
+/**
+ * CTEs l and c: the runs in `counts` (id, n) locked in id order (one global order, so concurrent
+ * roll-ups never deadlock on runs), then their open counts lowered by n; c returns each run's
+ * id, status and open count after.
+ */
+const closeRunsCtes = (counts: string) =>
+  `l AS (SELECT r.id FROM runs r JOIN ${counts} USING (id) ORDER BY r.id FOR NO KEY UPDATE OF r),
+        c AS (UPDATE runs r SET open_steps = r.open_steps - ${counts}.n FROM ${counts} JOIN l USING (id) WHERE r.id = ${counts}.id
+              RETURNING r.id, r.status, r.open_steps)`;
+
 const STEPS_FINISH_CLOSE = prepared(
   `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::boolean[])
                 AS m(step_id, attempt, status, exit_code, cause, runner_id, seal)),
@@ -306,9 +316,7 @@ const STEPS_FINISH_CLOSE = prepared(
                WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')
               RETURNING s.id, s.run_id, s.name, s.status, s.attempt, s.dependents),
         n AS (SELECT run_id AS id, count(*)::int AS n FROM f GROUP BY run_id),
-        l AS (SELECT r.id FROM runs r JOIN n USING (id) ORDER BY r.id FOR NO KEY UPDATE OF r),
-        c AS (UPDATE runs r SET open_steps = r.open_steps - n.n FROM n JOIN l USING (id) WHERE r.id = n.id
-              RETURNING r.id, r.status, r.open_steps)
+        ${closeRunsCtes('n')}
    SELECT false AS run, f.id, f.run_id, f.name, f.status, f.attempt, f.dependents, NULL::int AS open_steps FROM f
    UNION ALL
    SELECT true, c.id, NULL, NULL, c.status, NULL, NULL, c.open_steps FROM c`,
@@ -419,11 +427,8 @@ export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ r
 
 const RUNS_CLOSE_STEPS = prepared(
   `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS m(id, n)),
-          l AS (SELECT r.id FROM runs r JOIN m USING (id) ORDER BY r.id FOR NO KEY UPDATE OF r)
-     UPDATE runs r SET open_steps = r.open_steps - m.n
-       FROM m JOIN l USING (id)
-      WHERE r.id = m.id
-     RETURNING r.id, r.status, r.open_steps`,
+        ${closeRunsCtes('m')}
+   SELECT id, status, open_steps FROM c`,
 );
 
 /**
