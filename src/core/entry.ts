@@ -38,7 +38,6 @@ export interface QueueEntry {
   maxParallel: number;
   siteStamp: string | null;
   readyAt: Date;
-  enqueuedAt: Date;
   position: number;
 }
 

@@ -234,7 +234,7 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
   const pins = await pinsForRuns(db, runIds);
   const outstandingByRun = await leasesOutstandingByRun(db, runIds);
   const runnerRuns = scopedRunsOf(runners);
-  const pools = await poolStateRead(db, [...new Set(ready.rows.flatMap((r) => r.pools as string[]))]);
+  const pools = await poolStateRead(db, [...new Set(ready.rows.flatMap((r) => (r.pools as string[] | null) ?? []))]);
   const stepIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.step_id)))];
   const names = stepIds.length ? (await db.query(`SELECT id, name FROM steps WHERE id = ANY($1::bigint[])`, [stepIds])).rows : [];
   let now: Date = ready.rows[0]?.db_now;

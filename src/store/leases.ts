@@ -5,7 +5,7 @@ type Db = Pool | PoolClient;
 
 /** The entry columns a lease row carries so it can go back to the queue unchanged. */
 const ENTRY_COLS = `step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope,
-  max_parallel, site_stamp, ready_at, enqueued_at, position`;
+  max_parallel, site_stamp, ready_at, position`;
 
 /** The offer columns of steps s joined with runs r, prefixed so they sit beside a lease row. */
 const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name AS detail_step, s.command AS detail_command,
@@ -13,7 +13,7 @@ const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name A
        r.trigger_payload AS detail_webhook_payload`;
 
 /** The lease columns mapLease reads: statements return these, not `*` (no unread dates to parse). */
-const LEASE_COLS = ['step_id', 'run_id', 'attempt', 'token', 'holder', 'runner_id', 'request_id', 'load', 'pools', 'run_scope', 'max_parallel',
+const LEASE_COLS = ['step_id', 'run_id', 'attempt', 'token', 'holder', 'runner_id', 'load', 'pools', 'run_scope', 'max_parallel',
   'claimed_at', 'delivered_at', 'acked_at', 'renewed_at', 'expires_at', 'executing'];
 const leaseCols = (alias: string) => LEASE_COLS.map((c) => `${alias}.${c}`).join(', ');
 
@@ -26,7 +26,6 @@ export interface LeaseRow {
   token: string;
   holder: string;
   runnerId: string | null;
-  requestId: string | null;
   load: number;
   pools: string[];
   runScope: boolean;
@@ -46,7 +45,6 @@ export const mapLease = (r: any): LeaseRow => ({
   token: String(r.token),
   holder: r.holder,
   runnerId: r.runner_id,
-  requestId: r.request_id,
   load: Number(r.load),
   pools: r.pools ?? [],
   runScope: r.run_scope,
@@ -68,10 +66,10 @@ const LEASE_DELIVER = prepared(
   `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
           d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*),
           l AS (
-            INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_id, ack_deadline, acked_at, expires_at)
+            INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_key, ack_deadline, acked_at, expires_at)
             SELECT d.step_id, d.run_id, d.shard, d.attempt, d.priority, d.lane, d.fair_key, d.weight, d.pools, d.requirement, d.load,
-                   d.run_scope, d.max_parallel, d.site_stamp, d.ready_at, d.enqueued_at, d.position,
-                   $4, now(), now(), m.runner_id, m.request_id, now() + $5 * interval '1 millisecond',
+                   d.run_scope, d.max_parallel, d.site_stamp, d.ready_at, d.position,
+                   $4, now(), now(), m.runner_id, hashtextextended(m.request_id, 0), now() + $5 * interval '1 millisecond',
                    CASE WHEN m.acked THEN now() END, now() + $6 * interval '1 millisecond'
               FROM d JOIN m USING (step_id)
             RETURNING *)
@@ -91,11 +89,12 @@ export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlM
 
 /**
  * Leases handed to this runner under this acquire request id and not yet acked, or acked on
- * delivery (their ack time is their delivery time): a retried acquire gets them again.
+ * delivery (their ack time is their delivery time): a retried acquire gets them again. The lease
+ * keeps the id's 64-bit digest, so it is matched by digest among this runner's leases.
  */
 export async function leaseByRequest(db: Db, p: { runnerId: string; requestId: string }): Promise<LeaseRow[]> {
   const { rows } = await db.query(
-    `SELECT * FROM scheduler_job_leases WHERE runner_id = $1 AND request_id = $2 AND (acked_at IS NULL OR acked_at = delivered_at) ORDER BY position`,
+    `SELECT * FROM scheduler_job_leases WHERE runner_id = $1 AND request_key = hashtextextended($2, 0) AND (acked_at IS NULL OR acked_at = delivered_at) ORDER BY position`,
     [p.runnerId, p.requestId],
   );
   return rows.map(mapLease);
@@ -205,7 +204,7 @@ export async function leaseReturn(client: PoolClient, p: { items: LeaseRef[]; ru
           holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id),
           q AS (INSERT INTO queue_ready (${ENTRY_COLS})
                 SELECT step_id, run_id, shard, attempt + $4, priority, lane, fair_key, weight, pools, requirement, load, run_scope,
-                       max_parallel, site_stamp, ready_at, enqueued_at, position FROM d
+                       max_parallel, site_stamp, ready_at, position FROM d
                 ON CONFLICT (step_id) DO NOTHING)
      SELECT ${leaseCols('d')} FROM d`,
     [...refs(p.items), p.runnerId ?? null, p.newAttempt ? 1 : 0],

@@ -3,6 +3,7 @@ import type { RunDefinition } from '../core/runfile.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
+import { queuePoolsSql } from './queue.js';
 
 type Db = Pool | PoolClient;
 
@@ -122,7 +123,7 @@ const RUNS_INSERT_QUEUED = prepared(
        RETURNING id, run_id, name
      ), q AS (
        INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel, site_stamp)
-       SELECT s.id, s.run_id, x.shard, 1, x.q_priority, x.lane, x.fair_key, x.weight, ARRAY(SELECT jsonb_array_elements_text(x.q_pools)),
+       SELECT s.id, s.run_id, x.shard, 1, x.q_priority, x.lane, x.fair_key, x.weight, ${queuePoolsSql('x.q_pools')},
               x.requirement, x.q_load, x.run_scope, x.max_parallel, x.site_stamp
          FROM s JOIN x ON x.run_id = s.run_id AND x.name = s.name
         WHERE x.queued

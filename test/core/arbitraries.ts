@@ -23,7 +23,6 @@ export function entry(p: Partial<QueueEntry> = {}): QueueEntry {
     maxParallel: 1,
     siteStamp: null,
     readyAt: new Date(1_700_000_000_000),
-    enqueuedAt: new Date(1_700_000_000_000),
     position: seq,
     ...p,
     ...(p.priority !== undefined && p.lane === undefined ? { lane: laneOf(priority) } : {}),

@@ -182,6 +182,11 @@ describe('the lease lifecycle over the runner protocol', () => {
     const retry = await r.acquire({ request_id: 'lost-answer', wait_ms: 200 });
     expect(retry.status).toBe(200);
     expect(retry.body.offers).toEqual(first.body.offers);
+    // The lease keeps a 64-bit digest of the request id, not the id; another id is not a retry.
+    const { rows } = await db.current.pool.query(`SELECT request_id, request_key = hashtextextended('lost-answer', 0) AS keyed FROM scheduler_job_leases`);
+    expect(rows).toEqual([{ request_id: null, keyed: true }]);
+    const other = await r.acquire({ request_id: 'another-call', wait_ms: 100 });
+    expect(other.status).toBe(204);
   });
 
   it('re-queues an offer nobody acked as the next attempt, at its original position', async () => {

@@ -333,7 +333,8 @@ steps:
     );
     expect(rows).toEqual([
       { name: 'a', priority: 60, lane: 1, fair_key: 'acme', weight: 3, pools: ['api', 'db'], requirement: { selectors: { location: ['dc1'] } }, load: 0.5, site_stamp: 'dc1' },
-      { name: 'b', priority: 120, lane: 0, fair_key: 'acme', weight: 3, pools: [], requirement: { labels: ['gpu'] }, load: 1, site_stamp: null },
+      // No pools is stored as NULL (an empty array would cost the row 13 B).
+      { name: 'b', priority: 120, lane: 0, fair_key: 'acme', weight: 3, pools: null, requirement: { labels: ['gpu'] }, load: 1, site_stamp: null },
     ]);
   });
 });

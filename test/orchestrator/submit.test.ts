@@ -34,8 +34,8 @@ describe('submit in one statement, one run or many', () => {
     expect(await stepStates(pool, chain.runId)).toEqual({ a: 'ready/1', b: 'pending/0', c: 'pending/0' });
     const { rows: q } = await pool.query(`SELECT run_id::int AS run_id, shard, attempt, priority, fair_key, weight, pools FROM queue_ready ORDER BY step_id`);
     expect(q).toEqual([
-      { run_id: chain.runId, shard: shardOf(chain.runId), attempt: 1, priority: 0, fair_key: 'alpha', weight: 1, pools: [] },
-      { run_id: wide.runId, shard: shardOf(wide.runId), attempt: 1, priority: 5, fair_key: 'beta', weight: 3, pools: [] },
+      { run_id: chain.runId, shard: shardOf(chain.runId), attempt: 1, priority: 0, fair_key: 'alpha', weight: 1, pools: null },
+      { run_id: wide.runId, shard: shardOf(wide.runId), attempt: 1, priority: 5, fair_key: 'beta', weight: 3, pools: null },
       { run_id: wide.runId, shard: shardOf(wide.runId), attempt: 1, priority: 5, fair_key: 'beta', weight: 3, pools: ['db'] },
     ]);
     const { rows: counters } = await pool.query(`SELECT id, open_steps FROM runs ORDER BY id`);
