@@ -1,5 +1,6 @@
 import type { Classification, PlacementRequirement, QueueEntry } from '../core/entry.js';
 import { shardOf } from '../core/fnv.js';
+import { textArrayOrNullSql } from './arrays.js';
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
 
@@ -30,17 +31,11 @@ export const mapEntry = (r: any): QueueEntry => ({
   position: Number(r.position),
 });
 
-/**
- * The pools column of a queue row from a jsonb array of names: NULL when there are none (most
- * steps), which costs a queue row and its lease row nothing, where '{}' costs 13 B in each.
- */
-export const queuePoolsSql = (jsonArray: string): string => `nullif(ARRAY(SELECT jsonb_array_elements_text(${jsonArray})), '{}')`;
-
 const QUEUE_ENQUEUE = prepared(
   `INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement,
                               load, run_scope, max_parallel, site_stamp)
      SELECT i.step_id, i.run_id, i.shard, i.attempt, i.priority, i.lane, i.fair_key, i.weight,
-            ${queuePoolsSql('i.pools')}, i.requirement, i.load, i.run_scope, i.max_parallel, i.site_stamp
+            ${textArrayOrNullSql('i.pools')}, i.requirement, i.load, i.run_scope, i.max_parallel, i.site_stamp
        FROM jsonb_to_recordset($1::jsonb) AS i(step_id bigint, run_id bigint, shard smallint, attempt int, priority smallint,
               lane smallint, fair_key text, weight real, pools jsonb, requirement jsonb, load real, run_scope boolean,
               max_parallel int, site_stamp text)

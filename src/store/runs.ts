@@ -1,9 +1,9 @@
 import type { Classification, PlacementRequirement } from '../core/entry.js';
 import type { RunDefinition } from '../core/runfile.js';
+import { textArrayOrNullSql } from './arrays.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
-import { queuePoolsSql } from './queue.js';
 
 type Db = Pool | PoolClient;
 
@@ -116,14 +116,14 @@ const RUNS_INSERT_QUEUED = prepared(
                 max_parallel int, site_stamp text)
      ), s AS (
        INSERT INTO steps (run_id, name, command, needs, env, timeout_ms, placement, pools, load, priority, unmet_needs, dependents, status, attempt)
-       SELECT x.run_id, x.name, x.command, ARRAY(SELECT jsonb_array_elements_text(x.needs)), x.env, x.timeout_ms, x.placement,
-              ARRAY(SELECT jsonb_array_elements_text(x.pools)), x.load, x.priority, x.unmet_needs, x.dependents,
+       SELECT x.run_id, x.name, x.command, ${textArrayOrNullSql('x.needs')}, x.env, x.timeout_ms, x.placement,
+              ${textArrayOrNullSql('x.pools')}, x.load, x.priority, x.unmet_needs, x.dependents,
               CASE WHEN x.queued THEN 'ready' ELSE 'pending' END, CASE WHEN x.queued THEN 1 ELSE 0 END
          FROM x ORDER BY x.run_id, x.ord
        RETURNING id, run_id, name
      ), q AS (
        INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel, site_stamp)
-       SELECT s.id, s.run_id, x.shard, 1, x.q_priority, x.lane, x.fair_key, x.weight, ${queuePoolsSql('x.q_pools')},
+       SELECT s.id, s.run_id, x.shard, 1, x.q_priority, x.lane, x.fair_key, x.weight, ${textArrayOrNullSql('x.q_pools')},
               x.requirement, x.q_load, x.run_scope, x.max_parallel, x.site_stamp
          FROM s JOIN x ON x.run_id = s.run_id AND x.name = s.name
         WHERE x.queued
