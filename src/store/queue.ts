@@ -1,4 +1,4 @@
-import type { Classification, PlacementRequirement, QueueEntry } from '../core/entry.js';
+import { LANE_NAMES, SHARD_COUNT, type Classification, type PlacementRequirement, type QueueEntry } from '../core/entry.js';
 import { shardOf } from '../core/fnv.js';
 import { textArrayOrNullSql } from './arrays.js';
 import type { Pool, PoolClient } from './pool.js';
@@ -100,6 +100,8 @@ export interface ClaimParams {
   agedAfterMs?: number | null;
 }
 
+const LANE_IDS = LANE_NAMES.map((_, i) => i);
+
 /**
  * Locks up to `limit` due entries in (lane, position) order, skipping rows another dispatcher
  * holds. Must run inside the delivery transaction: rows not delivered stay exactly where they
@@ -108,7 +110,8 @@ export interface ClaimParams {
  *  - fresh entries of the owned shards (unless stamped for another live site);
  *  - this replica's own site's stamped entries, from any shard;
  *  - stamped entries whose site has no live replica, from any shard;
- *  - any entry that has waited `agedAfterMs` (the aged lane), from any shard.
+ *  - any entry that has waited `agedAfterMs` (the aged lane), from any shard, among the first
+ *    `limit` of its lane in claim order (the longest waiting are there).
  */
 export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<QueueEntry[]> {
   const site = p.site ?? null;
@@ -116,6 +119,8 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
   const aged = p.agedAfterMs ?? null;
   const crossShard = aged !== null || site !== null || liveSites.length > 0;
   if ((p.shards.length === 0 && !crossShard) || p.limit <= 0) return [];
+  // Owning every shard in an estate without sites, the aged lane could add nothing.
+  const agedLane = aged !== null && (p.shards.length < SHARD_COUNT || liveSites.length > 0) ? aged : null;
   const { rows } = await client.query(
     `SELECT * FROM queue_ready
       WHERE ready_at <= now()
@@ -125,12 +130,22 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
                 AND (site_stamp IS NULL OR cardinality($6::text[]) = 0 OR site_stamp = $5::text OR site_stamp <> ALL($6::text[])))
            OR ($5::text IS NOT NULL AND site_stamp = $5::text)
            OR (site_stamp IS NOT NULL AND cardinality($6::text[]) > 0 AND site_stamp <> ALL($6::text[]))
-           OR ($7::bigint IS NOT NULL AND ready_at <= now() - $7::bigint * interval '1 millisecond')
+           -- The aged lane, from the head of each lane: entries are queued in position order, so
+           -- the ones that have waited longest are first in it (a return keeps both its position
+           -- and its ready time). Reading the first $2 of each lane through the order index
+           -- costs a few index pages however deep the queue, where an index on ready_at cost
+           -- every enqueue an entry.
+           OR step_id = ANY(ARRAY(
+                SELECT h.step_id FROM unnest($8::smallint[]) AS l(lane)
+                 CROSS JOIN LATERAL (SELECT x.step_id, x.ready_at FROM queue_ready x
+                                      WHERE x.lane = l.lane AND ($3::int IS NULL OR (x.lane, x.position) > ($3::int, $4::bigint))
+                                      ORDER BY x.position LIMIT $2) h
+                 WHERE $7::bigint IS NOT NULL AND h.ready_at <= now() - $7::bigint * interval '1 millisecond'))
         )
       ORDER BY lane, position
       LIMIT $2
       FOR UPDATE SKIP LOCKED`,
-    [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null, site, liveSites, aged],
+    [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null, site, liveSites, agedLane, LANE_IDS],
   );
   return rows.map(mapEntry);
 }

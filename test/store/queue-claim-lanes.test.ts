@@ -55,6 +55,22 @@ describe('queueClaim lanes: owned shards, own site, orphaned sites, aged any-sha
     expect(await claim({ site: null, liveSites: [] })).toEqual([1, 5, 7]);
   });
 
+  it('the aged lane finds the longest-waiting entries at the head of each lane, however deep the queue behind them', async () => {
+    await db.current.pool.query(`TRUNCATE queue_ready`);
+    // Lane 1: three aged entries first. Lane 2: aged entries ahead of 300 fresh ones of another shard.
+    await db.current.pool.query(
+      `INSERT INTO queue_ready (step_id, run_id, shard, attempt, lane, ready_at, position)
+       SELECT g, g, 3, 1, CASE WHEN g <= 3 THEN 1 ELSE 2 END, now() - CASE WHEN g <= 6 THEN interval '20 seconds' ELSE interval '1 second' END, g
+         FROM generate_series(1, 306) g`,
+    );
+    expect(await claim({ agedAfterMs: 15_000 })).toEqual([1, 2, 3, 4, 5, 6]);
+    // Paged within a tick: after (lane 2, position 4) only what follows it.
+    expect(await claim({ agedAfterMs: 15_000, after: { lane: 2, position: 4 } })).toEqual([5, 6]);
+    // A replica that owns every shard (no sites) takes everything in order, aged or not.
+    const all = Array.from({ length: 64 }, (_, i) => i);
+    expect((await claim({ shards: all, agedAfterMs: 15_000, limit: 8 }))).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
   it('rows another transaction holds are skipped, not waited for', async () => {
     const client = await db.current.pool.connect();
     try {
