@@ -96,7 +96,7 @@ export interface ClaimParams {
    * replica has a site, stamps are ignored and only shard ownership counts.
    */
   liveSites?: string[];
-  /** The aged any-shard lane: entries ready at least this long, whichever shard. Null: off. */
+  /** The aged any-shard lane: entries ready at least this long, whichever shard, among the first `limit` of their lane. Null: off. */
   agedAfterMs?: number | null;
 }
 
