@@ -136,8 +136,10 @@ describe('GET /api/admin/status and the replica levers', () => {
     await leader.stop();
     servers = servers.filter((s) => s !== leader);
     await gained;
+    // The pass that takes the leader lease may still count the stopping replica live and take
+    // only its own half of the shards; the rest follow on the next pass, woken the same way.
+    await waitFor(() => other.ctx.ownership.owned().length === 64, { what: 'the survivor owning every shard' });
     expect(Date.now() - stoppedAt).toBeLessThan(4_000);
-    expect(other.ctx.ownership.owned()).toHaveLength(64);
   });
 
   it('a clean stop hands the leader lease to a peer on its next tick, and marks the replica stopped', async () => {

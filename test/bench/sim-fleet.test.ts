@@ -6,7 +6,7 @@ import { serverFeatures } from '../../src/features.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
-import { useTestDatabase } from '../support/db.js';
+import { useTestDatabase, waitFor } from '../support/db.js';
 import { startTestServer } from '../support/server.js';
 
 /** The bench's simulated runners against a real in-process replica: they must speak the protocol the server serves. */
@@ -22,6 +22,9 @@ describe('bench simulated fleet', () => {
   afterEach(async () => {
     await fleet?.stop();
     fleet = undefined;
+    // The server drops a stopped runner's parked poll when it sees the connection close; until
+    // then a tick could hand that poll the next test's entries.
+    await waitFor(() => server.ctx.dispatch!.registry.size === 0, { what: 'no poll left parked' });
   });
   afterAll(async () => server?.stop());
 
