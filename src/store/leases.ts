@@ -3,9 +3,11 @@ import { prepared } from './prepared.js';
 
 type Db = Pool | PoolClient;
 
-/** The entry columns a lease row carries so it can go back to the queue unchanged. */
-const ENTRY_COLS = `step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope,
-  max_parallel, site_stamp, ready_at, position`;
+/** The entry columns a lease row carries so it can go back to the queue unchanged (queue_ready's, in one order). */
+const ENTRY_COLUMNS = ['step_id', 'run_id', 'shard', 'attempt', 'priority', 'lane', 'fair_key', 'weight', 'pools', 'requirement', 'load', 'run_scope',
+  'max_parallel', 'site_stamp', 'ready_at', 'position'];
+export const ENTRY_COLS = ENTRY_COLUMNS.join(', ');
+const entryCols = (alias: string) => ENTRY_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
 
 /** The offer columns of steps s joined with runs r, prefixed so they sit beside a lease row. */
 const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name AS detail_step, s.command AS detail_command,
@@ -67,8 +69,7 @@ const LEASE_DELIVER = prepared(
           d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*),
           l AS (
             INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_key, ack_deadline, acked_at, expires_at)
-            SELECT d.step_id, d.run_id, d.shard, d.attempt, d.priority, d.lane, d.fair_key, d.weight, d.pools, d.requirement, d.load,
-                   d.run_scope, d.max_parallel, d.site_stamp, d.ready_at, d.position,
+            SELECT ${entryCols('d')},
                    $4, now(), now(), m.runner_id, hashtextextended(m.request_id, 0), now() + $5 * interval '1 millisecond',
                    CASE WHEN m.acked THEN now() END, now() + $6 * interval '1 millisecond'
               FROM d JOIN m USING (step_id)

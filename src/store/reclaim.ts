@@ -1,3 +1,4 @@
+import { ENTRY_COLS } from './leases.js';
 import type { PoolClient } from './pool.js';
 
 export interface ReclaimedClaim {
@@ -42,8 +43,7 @@ export async function claimReclaimDead(client: PoolClient, p: { me: string; stal
      ), holds AS (
        DELETE FROM pool_holds h USING gone WHERE h.step_id = gone.step_id AND h.attempt = gone.attempt RETURNING h.step_id
      ), back AS (
-       INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement,
-                                load, run_scope, max_parallel, site_stamp, ready_at, position)
+       INSERT INTO queue_ready (${ENTRY_COLS})
        SELECT step_id, run_id, shard, CASE WHEN delivered_at IS NULL THEN attempt ELSE attempt + 1 END, priority, lane,
               fair_key, weight, pools, requirement, load, run_scope, max_parallel, site_stamp, ready_at, position
          FROM gone
