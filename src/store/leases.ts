@@ -9,6 +9,22 @@ const ENTRY_COLUMNS = ['step_id', 'run_id', 'shard', 'attempt', 'priority', 'lan
 export const ENTRY_COLS = ENTRY_COLUMNS.join(', ');
 const entryCols = (alias: string) => ENTRY_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
 
+/** The entry columns of ended leases, to insert back into queue_ready, with the attempt they go back as. */
+export const entryColsBack = (attempt: string) => ENTRY_COLUMNS.map((c) => (c === 'attempt' ? attempt : c)).join(', ');
+
+/**
+ * CTE `done`: the attempts of ended leases d recorded done, with `token` as their token. An attempt
+ * ends once (its lease row, one per step, is deleted by one transaction), so a plain insert guarded
+ * by NOT EXISTS, not ON CONFLICT, whose speculative insertion logs a confirmation record per row
+ * (48 B of WAL per step).
+ */
+const doneCte = (token: string) => `done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
+                   SELECT step_id, attempt, ${token}, runner_id FROM d
+                    WHERE NOT EXISTS (SELECT 1 FROM scheduler_done x WHERE x.step_id = d.step_id AND x.attempt = d.attempt))`;
+
+/** CTE `holds`: the pool holds of ended leases d dropped; a step in no pool skips the probe. */
+const HOLDS_CTE = `holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)`;
+
 /** The offer columns of steps s joined with runs r, prefixed so they sit beside a lease row. */
 const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name AS detail_step, s.command AS detail_command,
        r.env || s.env AS detail_env, s.timeout_ms AS detail_timeout_ms, r.max_parallel_steps AS detail_max_parallel_steps,
@@ -153,14 +169,8 @@ export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; 
 const LEASE_COMPLETE = prepared(
   `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
                  WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id RETURNING l.*),
-          -- An attempt ends once: its lease row (one per step) is deleted by one transaction. A
-          -- plain insert guarded by NOT EXISTS, not ON CONFLICT, whose speculative insertion
-          -- logs a confirmation record per row (48 B of WAL per step).
-          done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
-                   SELECT step_id, attempt, token, runner_id FROM d
-                    WHERE NOT EXISTS (SELECT 1 FROM scheduler_done x WHERE x.step_id = d.step_id AND x.attempt = d.attempt)),
-          -- Only a step in some pool holds anything: the others skip the pool_holds probe.
-          holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
+          ${doneCte('token')},
+          ${HOLDS_CTE}
      SELECT ${leaseCols('d')} FROM d`,
 );
 
@@ -202,10 +212,9 @@ export async function leaseReturn(client: PoolClient, p: { items: LeaseRef[]; ru
   const { rows } = await client.query(
     `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
                  WHERE l.step_id = m.step_id AND l.token = m.token AND ($3::text IS NULL OR l.runner_id = $3) RETURNING l.*),
-          holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id),
+          ${HOLDS_CTE},
           q AS (INSERT INTO queue_ready (${ENTRY_COLS})
-                SELECT step_id, run_id, shard, attempt + $4, priority, lane, fair_key, weight, pools, requirement, load, run_scope,
-                       max_parallel, site_stamp, ready_at, position FROM d
+                SELECT ${entryColsBack('attempt + $4')} FROM d
                 ON CONFLICT (step_id) DO NOTHING)
      SELECT ${leaseCols('d')} FROM d`,
     [...refs(p.items), p.runnerId ?? null, p.newAttempt ? 1 : 0],
@@ -242,10 +251,8 @@ export async function leaseExpireDue(client: PoolClient, p: { limit: number }): 
     const { rows } = await client.query(
       `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
                    WHERE l.step_id = m.step_id AND l.token = m.token RETURNING l.*),
-            done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
-                     SELECT step_id, attempt, NULL, runner_id FROM d
-                      WHERE NOT EXISTS (SELECT 1 FROM scheduler_done x WHERE x.step_id = d.step_id AND x.attempt = d.attempt)),
-            holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)
+            ${doneCte('NULL')},
+            ${HOLDS_CTE}
        SELECT ${leaseCols('d')} FROM d`,
       refs(delivered),
     );

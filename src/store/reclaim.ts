@@ -1,4 +1,4 @@
-import { ENTRY_COLS } from './leases.js';
+import { ENTRY_COLS, entryColsBack } from './leases.js';
 import type { PoolClient } from './pool.js';
 
 export interface ReclaimedClaim {
@@ -44,8 +44,7 @@ export async function claimReclaimDead(client: PoolClient, p: { me: string; stal
        DELETE FROM pool_holds h USING gone WHERE h.step_id = gone.step_id AND h.attempt = gone.attempt RETURNING h.step_id
      ), back AS (
        INSERT INTO queue_ready (${ENTRY_COLS})
-       SELECT step_id, run_id, shard, CASE WHEN delivered_at IS NULL THEN attempt ELSE attempt + 1 END, priority, lane,
-              fair_key, weight, pools, requirement, load, run_scope, max_parallel, site_stamp, ready_at, position
+       SELECT ${entryColsBack('CASE WHEN delivered_at IS NULL THEN attempt ELSE attempt + 1 END')}
          FROM gone
        ON CONFLICT (step_id) DO NOTHING
        RETURNING step_id, attempt

@@ -329,6 +329,9 @@ export type FinishedStep = Pick<StepRow, 'id' | 'runId' | 'name' | 'status' | 'a
 /** A run's open-step count after a roll-up statement took some off (runsCloseSteps, stepsFinishClose). */
 export interface ClosedRun { id: number; status: RunStatus; openSteps: number }
 
+/** Rows of closeRunsCtes' c as ClosedRuns, in run id order. */
+const closedRuns = (rows: any[]): ClosedRun[] => rows.map((r) => ({ id: Number(r.id), status: r.status as RunStatus, openSteps: r.open_steps })).sort((a, b) => a.id - b.id);
+
 /**
  * Batch stepFinish, and the finished steps counted off their runs, in one statement: the steps
  * whose attempt was current, and each of their runs with its open count after (rows locked in
@@ -353,7 +356,7 @@ export async function stepsFinishClose(
   );
   return {
     finished: rows.filter((r) => !r.run).map((r) => ({ id: Number(r.id), runId: Number(r.run_id), name: r.name, status: r.status, attempt: r.attempt, dependents: r.dependents ?? 0 })),
-    runs: rows.filter((r) => r.run).map((r) => ({ id: Number(r.id), status: r.status as RunStatus, openSteps: r.open_steps })).sort((a, b) => a.id - b.id),
+    runs: closedRuns(rows.filter((r) => r.run)),
   };
 }
 
@@ -441,7 +444,7 @@ const RUNS_CLOSE_STEPS = prepared(
 export async function runsCloseSteps(client: PoolClient, closed: Map<number, number>): Promise<ClosedRun[]> {
   if (closed.size === 0) return [];
   const { rows } = await client.query(RUNS_CLOSE_STEPS([[...closed.keys()], [...closed.values()]]));
-  return rows.map((r) => ({ id: Number(r.id), status: r.status as RunStatus, openSteps: r.open_steps })).sort((a, b) => a.id - b.id);
+  return closedRuns(rows);
 }
 
 /**
