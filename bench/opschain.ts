@@ -15,7 +15,7 @@ import { startupFigures } from './startup.js';
 import { triggerFigures } from './triggers.js';
 import { floorDrain, type FloorResult } from './floor.js';
 import { prequeue, readyCount } from './prequeue.js';
-import { checkpoint, costDelta, costSnapshot, costSum, topStatements, walByRelation, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
+import { checkpoint, costDelta, costSnapshot, costSum, topStatements, walByRelation, walSharesNote, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
 import { onCleanup, ServerProcess } from './procs.js';
 import { SimFleet } from './sim-fleet.js';
 import { figure, percentile, perSecond, round, type Figure } from './stats.js';
@@ -253,7 +253,7 @@ export class OpschainBench {
       this.notes.push(`${label}: updates (HOT): ${upd.map((r) => `${r.relname} ${r.upd} (${r.hot})`).join(', ')}`);
       for (const [phase, from, to] of [['submit', c0, c1], ['drain', c1, c2]] as const) {
         const wal = await walByRelation(d.db.url, from, to);
-        if (wal.length > 0) this.notes.push(`${label}: WAL bytes/step of the ${phase} by relation (of which full-page images): ${wal.slice(0, 14).map((w) => `${w.relation} ${round(w.bytes / steps)} (${round(w.fpiBytes / steps)})`).join(', ')}`);
+        if (wal.length > 0) this.notes.push(`${label}: WAL bytes/step of the ${phase} by relation (of which full-page images): ${walSharesNote(wal, steps, 14)}`);
       }
       return {
         steps,
@@ -599,7 +599,7 @@ export class OpschainBench {
       this.notes.push(`top statement (opschain throughput): ${round(s.totalMs)} ms total, ${s.calls} calls, ${round(s.meanMs)} ms/call, ${s.rows} rows: ${s.query}`);
     }
     for (const [phase, wal] of [['add', base.wal.add], ['drain', base.wal.drain]] as const) {
-      if (wal.length > 0) this.notes.push(`graphile-worker: WAL bytes/job of the ${phase} by relation (of which full-page images): ${wal.slice(0, 8).map((w) => `${w.relation} ${round(w.bytes / base.jobs)} (${round(w.fpiBytes / base.jobs)})`).join(', ')}`);
+      if (wal.length > 0) this.notes.push(`graphile-worker: WAL bytes/job of the ${phase} by relation (of which full-page images): ${walSharesNote(wal, base.jobs, 8)}`);
     }
     for (const s of base.top.slice(0, 5)) {
       this.notes.push(`top statement (graphile-worker): ${round(s.totalMs)} ms total, ${s.calls} calls, ${round(s.meanMs)} ms/call, ${s.rows} rows: ${s.query}`);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmbeddedStore } from '../src/store/embedded.js';
 import { createPool, type Pool } from '../src/store/pool.js';
+import { round } from './stats.js';
 
 /** The PostgreSQL the whole run uses: embedded (ours to stop) or given with --database-url. */
 export interface BenchPostgres {
@@ -221,6 +222,11 @@ export function costDelta(before: CostSnapshot, after: CostSnapshot): CostDelta 
 }
 
 export interface WalShare { relation: string; bytes: number; fpiBytes: number }
+
+/** The `top` largest shares as a note: relation, bytes per unit of work (of which full-page images). */
+export function walSharesNote(wal: WalShare[], per: number, top: number): string {
+  return wal.slice(0, top).map((w) => `${w.relation} ${round(w.bytes / per)} (${round(w.fpiBytes / per)})`).join(', ');
+}
 
 /**
  * The WAL written between two snapshots, by relation (tables and indexes of `database`, by name),
