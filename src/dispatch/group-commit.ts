@@ -1,3 +1,4 @@
+import { CallGroups } from '../core/call-groups.js';
 import type { StepOutcome } from '../orchestrator/contract.js';
 import { doneByToken, heldKey, leaseAck, leaseComplete, leaseRenew, type HeldLeaseRef } from '../store/leases.js';
 import { withTransaction, type PoolClient } from '../store/pool.js';
@@ -71,9 +72,12 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
 export class LeaseGroupCommit {
   /** Groups committed and the calls they carried (a group re-applied call by call counts each). */
   readonly stats = { groups: 0, calls: 0 };
-  private waiting: Call[] = [];
-  private inFlight = 0;
-  private scheduled = false;
+  private readonly groups = new CallGroups<Call>({
+    maxCalls: MAX_CALLS,
+    maxInFlight: MAX_IN_FLIGHT,
+    apply: (calls) => this.apply(calls),
+    fail: (call, err) => call.reject(err),
+  });
 
   constructor(private readonly deps: DispatchDeps) {}
 
@@ -90,53 +94,13 @@ export class LeaseGroupCommit {
   }
 
   private add(kind: Call['kind'], items: HeldLeaseRef[]): Promise<Set<string>> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ kind, items, resolve, reject } as Call);
-      this.schedule();
-    });
+    return new Promise((resolve, reject) => this.groups.push({ kind, items, resolve, reject } as Call));
   }
 
-  private schedule(): void {
-    if (this.scheduled || this.inFlight >= MAX_IN_FLIGHT || this.waiting.length === 0) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      void this.flush();
-    });
-  }
-
-  private async flush(): Promise<void> {
-    const calls = this.waiting.splice(0, MAX_CALLS);
-    if (calls.length === 0) return;
-    this.inFlight++;
-    try {
-      await this.run(calls);
-    } finally {
-      this.inFlight--;
-      this.schedule();
-    }
-  }
-
-  private async run(calls: Call[]): Promise<void> {
-    try {
-      const applied = await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, calls));
-      this.count(calls.length);
-      this.settle(applied);
-    } catch (err) {
-      if (calls.length === 1) {
-        calls[0].reject(err);
-        return;
-      }
-      for (const c of calls) {
-        try {
-          const applied = await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, [c]));
-          this.count(1);
-          this.settle(applied);
-        } catch (e) {
-          c.reject(e);
-        }
-      }
-    }
+  private async apply(calls: Call[]): Promise<void> {
+    const applied = await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, calls));
+    this.count(calls.length);
+    this.settle(applied);
   }
 
   private count(calls: number): void {

@@ -1,5 +1,5 @@
 import { classify } from '../core/classify.js';
-import { classificationInputs } from '../store/classification.js';
+import { classificationInputs, classificationKey } from '../store/classification.js';
 import type { PoolClient } from '../store/pool.js';
 import { queueEnqueue } from '../store/queue.js';
 import { runsGet, type RunRow, type StepRow } from '../store/runs.js';
@@ -14,7 +14,7 @@ export async function enqueueReadySteps(client: PoolClient, run: RunRow, steps: 
 
 /**
  * Ready steps of any number of runs (those a group of completions freed): the runs read once,
- * classification inputs once per project and target, one enqueue statement for all.
+ * their classification inputs in one read, one enqueue statement for all.
  */
 export async function enqueueFreedSteps(client: PoolClient, steps: StepRow[]): Promise<number[]> {
   if (steps.length === 0) return [];
@@ -24,19 +24,17 @@ export async function enqueueFreedSteps(client: PoolClient, steps: StepRow[]): P
 async function enqueueSteps(client: PoolClient, runs: RunRow[], steps: StepRow[]): Promise<number[]> {
   if (steps.length === 0) return [];
   const byId = new Map(runs.map((r) => [r.id, r]));
-  const inputs = new Map<string, Awaited<ReturnType<typeof classificationInputs>>>();
+  const { inputs } = await classificationInputs(client, runs);
   const items = [];
   for (const s of steps) {
     const run = byId.get(s.runId);
     if (!run) continue;
-    const key = JSON.stringify([run.project, run.target]);
-    if (!inputs.has(key)) inputs.set(key, await classificationInputs(client, { project: run.project, target: run.target }));
     const runInput = { project: run.project, priority: run.priority, scope: run.scope, maxParallelSteps: run.maxParallelSteps, placement: run.placement, target: run.target };
     items.push({
       stepId: s.id,
       runId: run.id,
       attempt: s.attempt,
-      ...classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...inputs.get(key)! }),
+      ...classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...inputs.get(classificationKey(run))! }),
     });
   }
   return queueEnqueue(client, items);

@@ -1,6 +1,7 @@
+import { CallGroups } from '../core/call-groups.js';
 import { classify } from '../core/classify.js';
 import { shardOf } from '../core/fnv.js';
-import { classificationInputs, type ClassificationInputs } from '../store/classification.js';
+import { classificationInputs, classificationKey } from '../store/classification.js';
 import type { Pool, PoolClient } from '../store/pool.js';
 import { runsInsertQueued, type RunToQueue } from '../store/runs.js';
 import type { LoadedRunFile } from './runfile.js';
@@ -11,60 +12,89 @@ export interface RunSubmitted {
   ready: string[];
 }
 
+/** Who submits, recorded in the run's audit row. */
+export interface SubmitBy {
+  actor: string;
+  source?: string;
+}
+
+/** Runs one submit group may carry: a group is one statement, and this bounds its size. */
+const MAX_GROUP_RUNS = 100;
+/** Submit groups in flight at once per pool. */
+const MAX_GROUPS_IN_FLIGHT = 2;
+
 /**
  * Starts a run from a validated run file: the run and its steps, every root step classified and
  * queued as attempt 1, and the audit row, written by one statement (atomic by itself: nothing is
- * written if any part fails). Two reads come first: the run's id (its shard) and the
+ * written if any part fails). One read comes first: the run's id (its shard) and the
  * classification inputs of its project and target.
+ *
+ * Submits that arrive on one pool while the event loop finishes its turn, or while earlier ones
+ * are being written, are written together (group commit): one read and one statement for all,
+ * each caller answered after that commit. A group the store refuses is written again run by run,
+ * so a run that fails, fails alone.
  */
-export async function runSubmit(pool: Pool, file: LoadedRunFile, opts: { actor: string; source?: string }): Promise<RunSubmitted> {
-  const [submitted] = await runSubmitMany(pool, [file], opts);
-  return submitted;
+export function runSubmit(pool: Pool, file: LoadedRunFile, by: SubmitBy): Promise<RunSubmitted> {
+  let g = submitGroups.get(pool);
+  if (!g) {
+    g = new CallGroups<PendingSubmit>({
+      maxCalls: MAX_GROUP_RUNS,
+      maxInFlight: MAX_GROUPS_IN_FLIGHT,
+      apply: async (calls) => {
+        const submitted = await submitRuns(pool, calls);
+        calls.forEach((c, i) => c.resolve(submitted[i]));
+      },
+      fail: (call, err) => call.reject(err),
+    });
+    submitGroups.set(pool, g);
+  }
+  const group = g;
+  return new Promise((resolve, reject) => group.push({ file, by, resolve, reject }));
 }
+
+interface PendingSubmit {
+  file: LoadedRunFile;
+  by: SubmitBy;
+  resolve: (s: RunSubmitted) => void;
+  reject: (err: unknown) => void;
+}
+
+const submitGroups = new WeakMap<Pool, CallGroups<PendingSubmit>>();
 
 /** runSubmit inside the caller's transaction (the launch loop creates a run and settles its launch together). */
-export async function runSubmitIn(client: PoolClient, file: LoadedRunFile, opts: { actor: string; source?: string }): Promise<RunSubmitted> {
-  const [submitted] = await runSubmitMany(client, [file], opts);
+export async function runSubmitIn(client: PoolClient, file: LoadedRunFile, by: SubmitBy): Promise<RunSubmitted> {
+  const [submitted] = await submitRuns(client, [{ file, by }]);
   return submitted;
 }
 
-/**
- * Starts many runs in one statement (all or none), as runSubmit does each: one read of run ids,
- * one read of classification inputs per distinct project and target, one write.
- */
-export async function runSubmitMany(pool: Pool | PoolClient, files: LoadedRunFile[], opts: { actor: string; source?: string }): Promise<RunSubmitted[]> {
-  if (files.length === 0) return [];
-  // The first run's project and target are read with the run ids, in one round trip.
-  const head = files[0].definition;
-  const first = await classificationInputs(pool, { project: head.project, target: head.target, runIds: files.length });
-  const ids = first.runIds;
-  const inputs = new Map<string, Promise<ClassificationInputs>>([[JSON.stringify([head.project, head.target]), Promise.resolve(first)]]);
-  const inputsFor = (project: string, target: string | null) => {
-    const key = JSON.stringify([project, target]);
-    if (!inputs.has(key)) inputs.set(key, classificationInputs(pool, { project, target }));
-    return inputs.get(key)!;
-  };
-  const runs: RunToQueue[] = await Promise.all(
-    files.map(async (file, i) => {
-      const d = file.definition;
-      const id = ids[i];
-      const input = await inputsFor(d.project, d.target);
-      const runInput = { project: d.project, priority: d.priority, scope: d.scope, maxParallelSteps: d.maxParallelSteps, placement: d.placement, target: d.target };
-      const queue = new Map(
-        d.steps
-          .filter((s) => s.needs.length === 0)
-          .map((s) => [s.name, { shard: shardOf(id), ...classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...input }) }]),
-      );
-      return {
-        id,
-        definition: d,
-        source: file.source,
-        createdBy: opts.actor,
-        queue,
-        audit: { actor: opts.actor, action: 'runs.submit', target: `run:${id}`, source: opts.source ?? null, detail: { name: d.name, project: d.project, steps: d.steps.length } },
-      };
-    }),
-  );
-  const queued = await runsInsertQueued(pool, runs);
+/** Starts many runs in one statement (all or none), as runSubmit does each: one read, one write. */
+export async function runSubmitMany(db: Pool | PoolClient, files: LoadedRunFile[], by: SubmitBy): Promise<RunSubmitted[]> {
+  return submitRuns(db, files.map((file) => ({ file, by })));
+}
+
+/** The runs' ids and every classification input they need in one read, then one write. */
+async function submitRuns(db: Pool | PoolClient, items: Array<{ file: LoadedRunFile; by: SubmitBy }>): Promise<RunSubmitted[]> {
+  if (items.length === 0) return [];
+  const read = await classificationInputs(db, items.map((x) => x.file.definition), items.length);
+  const runs: RunToQueue[] = items.map(({ file, by }, i) => {
+    const d = file.definition;
+    const id = read.runIds[i];
+    const input = read.inputs.get(classificationKey(d))!;
+    const runInput = { project: d.project, priority: d.priority, scope: d.scope, maxParallelSteps: d.maxParallelSteps, placement: d.placement, target: d.target };
+    const queue = new Map(
+      d.steps
+        .filter((s) => s.needs.length === 0)
+        .map((s) => [s.name, { shard: shardOf(id), ...classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...input }) }]),
+    );
+    return {
+      id,
+      definition: d,
+      source: file.source,
+      createdBy: by.actor,
+      queue,
+      audit: { actor: by.actor, action: 'runs.submit', target: `run:${id}`, source: by.source ?? null, detail: { name: d.name, project: d.project, steps: d.steps.length } },
+    };
+  });
+  const queued = await runsInsertQueued(db, runs);
   return runs.map((r) => ({ runId: r.id, ready: queued.get(r.id) ?? [] }));
 }

@@ -10,25 +10,46 @@ export interface ClassificationInputs {
   bindings: PathBinding[];
 }
 
+/** A run's project and target: what its classification inputs depend on. */
+export interface ClassificationScope {
+  project: string;
+  target: string | null;
+}
+
+/** The key of a project and target in the map classificationInputs returns. */
+export const classificationKey = (s: ClassificationScope): string => JSON.stringify([s.project, s.target]);
+
 const CLASSIFICATION_INPUTS = prepared(
   `SELECT ARRAY(SELECT nextval(pg_get_serial_sequence('runs', 'id')) FROM generate_series(1, $3)) AS run_ids,
-            (SELECT weight FROM projects WHERE name = $1) AS weight,
-            coalesce((SELECT jsonb_agg(jsonb_build_object('path', b.path, 'requirement', b.requirement) ORDER BY b.path)
-                        FROM placement_bindings b
-                       WHERE $2::text IS NOT NULL
-                         AND ($2 = rtrim(b.path, '/') OR starts_with($2, rtrim(b.path, '/') || '/'))), '[]'::jsonb) AS bindings`,
+          coalesce((SELECT jsonb_agg(jsonb_build_object(
+                     'project', k.project, 'target', k.target,
+                     'weight', (SELECT weight FROM projects WHERE name = k.project),
+                     'bindings', coalesce((SELECT jsonb_agg(jsonb_build_object('path', b.path, 'requirement', b.requirement) ORDER BY b.path)
+                                             FROM placement_bindings b
+                                            WHERE k.target IS NOT NULL
+                                              AND (k.target = rtrim(b.path, '/') OR starts_with(k.target, rtrim(b.path, '/') || '/'))), '[]'::jsonb)))
+                      FROM unnest($1::text[], $2::text[]) AS k(project, target)), '[]'::jsonb) AS inputs`,
 );
 
 /**
- * What classify needs from the store for one run: its project's weight and the bindings over its
- * target. With `runIds`, the same read also takes that many run ids (a submit's one read).
+ * What classify needs from the store for runs of these projects and targets, in one read: each
+ * project's weight and the bindings over each target, keyed by classificationKey. With `runIds`,
+ * the same read also takes that many run ids (a submit's one read).
  */
-export async function classificationInputs(db: Pool | PoolClient, p: { project: string; target: string | null; runIds?: number }): Promise<ClassificationInputs & { runIds: number[] }> {
-  const { rows } = await db.query(CLASSIFICATION_INPUTS([p.project, p.target, p.runIds ?? 0]));
-  const weight = rows[0].weight === null ? 1 : Number(rows[0].weight);
-  return {
-    runIds: (rows[0].run_ids as Array<string | number>).map(Number),
-    projectWeight: weight > 0 ? weight : 1,
-    bindings: (rows[0].bindings as Array<{ path: string; requirement: PlacementRequirement }>).map((b) => ({ path: b.path, requirement: b.requirement })),
-  };
+export async function classificationInputs(
+  db: Pool | PoolClient,
+  scopes: ClassificationScope[],
+  runIds = 0,
+): Promise<{ runIds: number[]; inputs: Map<string, ClassificationInputs> }> {
+  const distinct = [...new Map(scopes.map((s) => [classificationKey(s), s])).values()];
+  const { rows } = await db.query(CLASSIFICATION_INPUTS([distinct.map((s) => s.project), distinct.map((s) => s.target), runIds]));
+  const inputs = new Map<string, ClassificationInputs>();
+  for (const i of rows[0].inputs as Array<{ project: string; target: string | null; weight: number | string | null; bindings: Array<{ path: string; requirement: PlacementRequirement }> }>) {
+    const weight = i.weight === null ? 1 : Number(i.weight);
+    inputs.set(classificationKey(i), {
+      projectWeight: weight > 0 ? weight : 1,
+      bindings: i.bindings.map((b) => ({ path: b.path, requirement: b.requirement })),
+    });
+  }
+  return { runIds: (rows[0].run_ids as Array<string | number>).map(Number), inputs };
 }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { shardOf } from '../../src/core/fnv.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit, runSubmitMany } from '../../src/orchestrator/submit.js';
+import { poolObserve } from '../../src/store/pool.js';
 import { useTestDatabase } from '../support/db.js';
 import { queued, runStep, runState, stepStates } from '../support/lifecycle.js';
 
@@ -75,4 +76,47 @@ describe('submit in one statement, one run or many', () => {
     const one = await runSubmit(pool, good, { actor: 'tester' });
     expect(one.ready).toEqual(['a']);
   });
+
+  it('writes submits that arrive together as one group, each with its own actor; a run the store refuses fails alone', async () => {
+    const pool = db.current.pool;
+    await pool.query(`INSERT INTO projects (name, weight) VALUES ('beta', 2) ON CONFLICT (name) DO UPDATE SET weight = 2`);
+    let statements = 0;
+    poolObserve(pool, (seconds) => {
+      if (seconds !== null) statements++;
+    });
+    const bad = runFileLoad(CHAIN('bad'));
+    // A NUL in a command is refused by PostgreSQL inside the group's statement.
+    (bad.definition.steps[0] as { run: string }).run = '\u0000';
+    const files = Array.from({ length: 12 }, (_, i) => runFileLoad(i % 2 ? CHAIN(`c${i}`) : WIDE(`w${i}`)));
+    const results = await Promise.allSettled([
+      ...files.slice(0, 6).map((f, i) => runSubmit(pool, f, { actor: `actor-${i}`, source: 'api' })),
+      runSubmit(pool, bad, { actor: 'actor-bad' }),
+      ...files.slice(6).map((f, i) => runSubmit(pool, f, { actor: `actor-${i + 6}` })),
+    ]);
+    const failed = results.filter((r) => r.status === 'rejected');
+    expect(failed).toHaveLength(1);
+    expect(results[6].status).toBe('rejected');
+    const ok = results.filter((r): r is PromiseFulfilledResult<Awaited<ReturnType<typeof runSubmit>>> => r.status === 'fulfilled').map((r) => r.value);
+    expect(ok).toHaveLength(12);
+    expect(new Set(ok.map((r) => r.runId)).size).toBe(12);
+    // One group of thirteen, refused; then each alone: two statements per write.
+    expect(statements).toBe(2 + 13 * 2);
+    const { rows: audit } = await pool.query(`SELECT actor, source, target FROM audit_log WHERE action = 'runs.submit' AND actor LIKE 'actor-%' ORDER BY id`);
+    expect(audit).toHaveLength(12);
+    expect(new Set(audit.map((a) => a.actor))).toEqual(new Set(Array.from({ length: 12 }, (_, i) => `actor-${i}`)));
+    expect(audit.filter((a) => a.source === 'api')).toHaveLength(6);
+    for (const [i, r] of ok.entries()) {
+      expect(r.ready).toEqual(i % 2 ? ['a'] : ['x', 'y']);
+      expect(audit).toContainEqual(expect.objectContaining({ target: `run:${r.runId}` }));
+    }
+    const { rows: weights } = await pool.query(`SELECT DISTINCT fair_key, weight FROM queue_ready WHERE run_id = ANY($1::bigint[]) ORDER BY fair_key`, [ok.map((r) => r.runId)]);
+    expect(weights).toEqual([{ fair_key: 'alpha', weight: 1 }, { fair_key: 'beta', weight: 2 }]);
+
+    // Submits that arrive together and all succeed: one read and one write for all of them.
+    statements = 0;
+    const more = await Promise.all(Array.from({ length: 8 }, (_, i) => runSubmit(pool, runFileLoad(CHAIN(`m${i}`)), { actor: 'tester' })));
+    expect(more.map((r) => r.ready)).toEqual(Array.from({ length: 8 }, () => ['a']));
+    expect(statements).toBe(2);
+  });
 });
+
