@@ -1,7 +1,8 @@
 /**
  * Calls gathered into groups: a call joins the group that forms while the event loop finishes
  * its turn, or while the groups in flight are applied; at most `maxInFlight` groups are applied
- * at once, each of at most `maxCalls` calls. A lone call waits one turn, never a timer.
+ * at once, each of at most `maxCalls` calls and, with `weight`, at most `maxWeight` in all (a call
+ * heavier than that goes alone). A lone call waits one turn, never a timer.
  *
  * `apply` settles the calls of a group it applied. A group it fails is applied again call by
  * call, so one call's failure (a deadlock victim, a value the store refuses) is that call's
@@ -16,6 +17,8 @@ export class CallGroups<C> {
     private readonly opts: {
       maxCalls: number;
       maxInFlight: number;
+      weight?: (call: C) => number;
+      maxWeight?: number;
       apply: (calls: C[]) => Promise<void>;
       fail: (call: C, err: unknown) => void;
     },
@@ -36,7 +39,7 @@ export class CallGroups<C> {
   }
 
   private async flush(): Promise<void> {
-    const calls = this.waiting.splice(0, this.opts.maxCalls);
+    const calls = this.waiting.splice(0, this.taken());
     if (calls.length === 0) return;
     this.inFlight++;
     try {
@@ -45,6 +48,20 @@ export class CallGroups<C> {
       this.inFlight--;
       this.schedule();
     }
+  }
+
+  /** How many of the waiting calls the next group takes. */
+  private taken(): number {
+    const { weight, maxWeight = Infinity, maxCalls } = this.opts;
+    if (!weight) return maxCalls;
+    let n = 0;
+    let total = 0;
+    for (const c of this.waiting) {
+      if (n === maxCalls || (n > 0 && total + weight(c) > maxWeight)) break;
+      total += weight(c);
+      n++;
+    }
+    return n;
   }
 
   private async run(calls: C[]): Promise<void> {

@@ -18,8 +18,9 @@ export interface SubmitBy {
   source?: string;
 }
 
-/** Runs one submit group may carry: a group is one statement, and this bounds its size. */
+/** Runs, and steps in all, one submit group may carry: a group is one statement, and these bound its size. */
 const MAX_GROUP_RUNS = 100;
+const MAX_GROUP_STEPS = 5_000;
 /** Submit groups in flight at once per pool. */
 const MAX_GROUPS_IN_FLIGHT = 2;
 
@@ -40,6 +41,8 @@ export function runSubmit(pool: Pool, file: LoadedRunFile, by: SubmitBy): Promis
     g = new CallGroups<PendingSubmit>({
       maxCalls: MAX_GROUP_RUNS,
       maxInFlight: MAX_GROUPS_IN_FLIGHT,
+      weight: (c) => c.file.definition.steps.length,
+      maxWeight: MAX_GROUP_STEPS,
       apply: async (calls) => {
         const submitted = await submitRuns(pool, calls);
         calls.forEach((c, i) => c.resolve(submitted[i]));
