@@ -4,6 +4,9 @@ import { textArrayOrNullSql } from './arrays.js';
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
 
+/** The channel every write that queues work notifies, and every dispatcher listens on. */
+export const QUEUE_CHANNEL = 'opschain_queue';
+
 export interface EnqueueItem extends Classification {
   stepId: number;
   runId: number;
@@ -32,7 +35,8 @@ export const mapEntry = (r: any): QueueEntry => ({
 });
 
 const QUEUE_ENQUEUE = prepared(
-  `INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement,
+  `WITH q AS (
+     INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement,
                               load, run_scope, max_parallel, site_stamp)
      SELECT i.step_id, i.run_id, i.shard, i.attempt, i.priority, i.lane, i.fair_key, i.weight,
             ${textArrayOrNullSql('i.pools')}, i.requirement, i.load, i.run_scope, i.max_parallel, i.site_stamp
@@ -43,12 +47,16 @@ const QUEUE_ENQUEUE = prepared(
         AND NOT EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.step_id = i.step_id)
       ORDER BY i.step_id
      ON CONFLICT (step_id) DO NOTHING
-     RETURNING step_id`,
+     RETURNING step_id)
+   -- Wakes every replica's dispatcher on commit when something was queued (one notification
+   -- however many rows: PostgreSQL folds identical ones within a transaction).
+   SELECT step_id, pg_notify('${QUEUE_CHANNEL}', '') IS NULL AS woke FROM q`,
 );
 
 /**
- * Idempotent per (step, attempt), in one statement: an attempt recorded done, a step holding a
- * lease, or a step already ready is left alone. Returns the step ids actually queued.
+ * Idempotent per (step, attempt), in one statement that also wakes the dispatchers: an attempt
+ * recorded done, a step holding a lease, or a step already ready is left alone. Returns the step
+ * ids actually queued.
  */
 export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number[]> {
   if (items.length === 0) return [];
@@ -72,7 +80,6 @@ export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number
         })),
       ),
     ]));
-  if (rows.length > 0) await db.query(`SELECT pg_notify('opschain_queue', '')`);
   return rows.map((r) => Number(r.step_id));
 }
 
@@ -150,12 +157,10 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
   return rows.map(mapEntry);
 }
 
-/** Wakes every replica's dispatcher on commit (LISTEN opschain_queue). */
+/** Wakes every replica's dispatcher on commit (LISTEN on QUEUE_CHANNEL). */
 export async function queueNotify(db: Db): Promise<void> {
-  await db.query(`SELECT pg_notify('opschain_queue', '')`);
+  await db.query(`SELECT pg_notify('${QUEUE_CHANNEL}', '')`);
 }
-
-export const QUEUE_CHANNEL = 'opschain_queue';
 
 export async function queueDepth(db: Db): Promise<number> {
   const { rows } = await db.query(`SELECT count(*)::bigint AS n FROM queue_ready`);

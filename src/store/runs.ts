@@ -4,6 +4,7 @@ import { textArrayOrNullSql } from './arrays.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
+import { QUEUE_CHANNEL } from './queue.js';
 
 type Db = Pool | PoolClient;
 
@@ -133,7 +134,7 @@ const RUNS_INSERT_QUEUED = prepared(
        INSERT INTO audit_log (actor, action, target, source, detail)
        SELECT a.actor, a.action, a.target, a.source, a.detail FROM jsonb_to_recordset($3::jsonb) AS a(actor text, action text, target text, source text, detail jsonb)
      )
-     SELECT s.run_id, s.name, s.id, pg_notify('opschain_queue', '') IS NULL AS woke
+     SELECT s.run_id, s.name, s.id, pg_notify('${QUEUE_CHANNEL}', '') IS NULL AS woke
        FROM q JOIN s ON s.id = q.step_id
       ORDER BY s.id`,
 );

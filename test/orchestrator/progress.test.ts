@@ -6,7 +6,7 @@ import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import { stepLogAppend, stepLogRead } from '../../src/store/logs.js';
 import { withTransaction } from '../../src/store/pool.js';
-import { queueEnqueue } from '../../src/store/queue.js';
+import { QUEUE_CHANNEL, queueEnqueue } from '../../src/store/queue.js';
 import { leaseDeliver } from '../../src/store/leases.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { complete, deliver, queued, registerRunner, runState, runStep, stepStates } from '../support/lifecycle.js';
@@ -251,6 +251,36 @@ steps:
     await complete(pool, b, { status: 'succeeded' });
     expect(await withTransaction(pool, (cl) => queueEnqueue(cl, [item]))).toEqual([]);
     expect(await queued(pool, run)).toEqual([['c', 1]]);
+  });
+
+  it('an enqueue that queues something wakes the dispatchers on commit, one notification however many rows; one that queues nothing is silent', async () => {
+    const pool = db.current.pool;
+    const listener = await pool.connect();
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(n.channel));
+    try {
+      await listener.query(`LISTEN ${QUEUE_CHANNEL}`);
+      const run = await submit('name: wake\nsteps:\n  a: { run: echo a }\n  b: { run: echo b, needs: [a] }\n  c: { run: echo c, needs: [a] }\n');
+      await waitFor(() => heard.length === 1, { what: 'the submit\'s notification' });
+      const { rows } = await pool.query(`SELECT id::int, name FROM steps WHERE run_id = $1 AND name IN ('b', 'c') ORDER BY name`, [run]);
+      const item = (stepId: number) => ({ stepId, runId: run, attempt: 1, priority: 0, lane: 2 as const, fairKey: 'default', weight: 1, pools: [], requirement: null, load: 1, runScope: false, maxParallel: 1, siteStamp: null });
+      const queuedIds = await withTransaction(pool, async (cl) => {
+        const ids = await queueEnqueue(cl, rows.map((r) => item(r.id)));
+        // Nothing is heard before the commit.
+        await listener.query('SELECT 1');
+        expect(heard).toHaveLength(1);
+        return ids;
+      });
+      expect(queuedIds).toEqual(rows.map((r) => r.id));
+      await waitFor(() => heard.length === 2, { what: 'the enqueue\'s notification' });
+      // Both rows again: already ready, nothing queued, nothing sent.
+      expect(await withTransaction(pool, (cl) => queueEnqueue(cl, rows.map((r) => item(r.id))))).toEqual([]);
+      await listener.query('SELECT 1');
+      expect(heard).toEqual([QUEUE_CHANNEL, QUEUE_CHANNEL]);
+    } finally {
+      await listener.query(`UNLISTEN *`);
+      listener.release();
+    }
   });
 
   it('starting attempts is one statement per hook call and writes no log row; the started lines are read from the steps', async () => {
