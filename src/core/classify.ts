@@ -14,6 +14,11 @@ function isEmpty(r: PlacementRequirement | null | undefined): boolean {
   return !r || Object.keys(r).length === 0;
 }
 
+/** Whether a step's placement is left to a path binding of its run's target: neither sets one. */
+export function placementFromBinding(run: Pick<ClassifyInput['run'], 'placement' | 'target'>, step: Pick<ClassifyInput['step'], 'placement'>): boolean {
+  return !!run.target && isEmpty(step.placement) && isEmpty(run.placement);
+}
+
 /** The longest binding path that is the target or a `/`-separated prefix of it. */
 export function bindingFor(target: string | null, bindings: PathBinding[]): PathBinding | undefined {
   if (!target) return undefined;

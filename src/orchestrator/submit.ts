@@ -1,7 +1,6 @@
 import { CallGroups } from '../core/call-groups.js';
-import { classify } from '../core/classify.js';
-import { shardOf } from '../core/fnv.js';
-import { classificationInputs, classificationKey } from '../store/classification.js';
+import { classify, placementFromBinding } from '../core/classify.js';
+import { classificationInputs, classificationKey, type ClassificationInputs } from '../store/classification.js';
 import type { Pool, PoolClient } from '../store/pool.js';
 import { runsInsertQueued, type RunToQueue } from '../store/runs.js';
 import type { LoadedRunFile } from './runfile.js';
@@ -27,13 +26,14 @@ const MAX_GROUPS_IN_FLIGHT = 2;
 /**
  * Starts a run from a validated run file: the run and its steps, every root step classified and
  * queued as attempt 1, and the audit row, written by one statement (atomic by itself: nothing is
- * written if any part fails). One read comes first: the run's id (its shard) and the
- * classification inputs of its project and target.
+ * written if any part fails), which also takes the run's id, its shard and its project's weight.
+ * A run whose placement a path binding may decide (it has a target, and a root step has no
+ * placement of its own or from the run) reads the bindings over its target first.
  *
  * Submits that arrive on one pool while the event loop finishes its turn, or while earlier ones
- * are being written, are written together (group commit): one read and one statement for all,
- * each caller answered after that commit. A group the store refuses is written again run by run,
- * so a run that fails, fails alone.
+ * are being written, are written together (group commit): one statement for all (and one read,
+ * when some need bindings), each caller answered after that commit. A group the store refuses is
+ * written again run by run, so a run that fails, fails alone.
  */
 export function runSubmit(pool: Pool, file: LoadedRunFile, by: SubmitBy): Promise<RunSubmitted> {
   let g = submitGroups.get(pool);
@@ -70,34 +70,36 @@ export async function runSubmitIn(client: PoolClient, file: LoadedRunFile, by: S
   return submitted;
 }
 
-/** Starts many runs in one statement (all or none), as runSubmit does each: one read, one write. */
+/** Starts many runs in one statement (all or none), as runSubmit does each. */
 export async function runSubmitMany(db: Pool | PoolClient, files: LoadedRunFile[], by: SubmitBy): Promise<RunSubmitted[]> {
   return submitRuns(db, files.map((file) => ({ file, by })));
 }
 
-/** The runs' ids and every classification input they need in one read, then one write. */
+/**
+ * Writes the runs in one statement, which takes their ids, shards and project weights itself;
+ * runs whose placement a path binding may decide read the bindings over their targets first.
+ */
 async function submitRuns(db: Pool | PoolClient, items: Array<{ file: LoadedRunFile; by: SubmitBy }>): Promise<RunSubmitted[]> {
   if (items.length === 0) return [];
-  const read = await classificationInputs(db, items.map((x) => x.file.definition), items.length);
-  const runs: RunToQueue[] = items.map(({ file, by }, i) => {
+  const targeted = items.map((x) => x.file.definition).filter((d) => d.steps.some((s) => s.needs.length === 0 && placementFromBinding(d, s)));
+  const bindings = targeted.length > 0 ? (await classificationInputs(db, targeted)).inputs : new Map<string, ClassificationInputs>();
+  const runs: RunToQueue[] = items.map(({ file, by }) => {
     const d = file.definition;
-    const id = read.runIds[i];
-    const input = read.inputs.get(classificationKey(d))!;
     const runInput = { project: d.project, priority: d.priority, scope: d.scope, maxParallelSteps: d.maxParallelSteps, placement: d.placement, target: d.target };
+    // The statement sets the weight from the project's row; 1 here is never stored.
+    const input = { projectWeight: 1, bindings: bindings.get(classificationKey(d))?.bindings ?? [] };
     const queue = new Map(
       d.steps
         .filter((s) => s.needs.length === 0)
-        .map((s) => [s.name, { shard: shardOf(id), ...classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...input }) }]),
+        .map((s) => [s.name, classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...input })]),
     );
     return {
-      id,
       definition: d,
       source: file.source,
       createdBy: by.actor,
       queue,
-      audit: { actor: by.actor, action: 'runs.submit', target: `run:${id}`, source: by.source ?? null, detail: { name: d.name, project: d.project, steps: d.steps.length } },
+      audit: { actor: by.actor, action: 'runs.submit', source: by.source ?? null, detail: { name: d.name, project: d.project, steps: d.steps.length } },
     };
   });
-  const queued = await runsInsertQueued(db, runs);
-  return runs.map((r) => ({ runId: r.id, ready: queued.get(r.id) ?? [] }));
+  return runsInsertQueued(db, runs);
 }

@@ -20,8 +20,7 @@ export interface ClassificationScope {
 export const classificationKey = (s: ClassificationScope): string => JSON.stringify([s.project, s.target]);
 
 const CLASSIFICATION_INPUTS = prepared(
-  `SELECT ARRAY(SELECT nextval(pg_get_serial_sequence('runs', 'id')) FROM generate_series(1, $3)) AS run_ids,
-          coalesce((SELECT jsonb_agg(jsonb_build_object(
+  `SELECT coalesce((SELECT jsonb_agg(jsonb_build_object(
                      'project', k.project, 'target', k.target,
                      'weight', (SELECT weight FROM projects WHERE name = k.project),
                      'bindings', coalesce((SELECT jsonb_agg(jsonb_build_object('path', b.path, 'requirement', b.requirement) ORDER BY b.path)
@@ -33,16 +32,11 @@ const CLASSIFICATION_INPUTS = prepared(
 
 /**
  * What classify needs from the store for runs of these projects and targets, in one read: each
- * project's weight and the bindings over each target, keyed by classificationKey. With `runIds`,
- * the same read also takes that many run ids (a submit's one read).
+ * project's weight and the bindings over each target, keyed by classificationKey.
  */
-export async function classificationInputs(
-  db: Pool | PoolClient,
-  scopes: ClassificationScope[],
-  runIds = 0,
-): Promise<{ runIds: number[]; inputs: Map<string, ClassificationInputs> }> {
+export async function classificationInputs(db: Pool | PoolClient, scopes: ClassificationScope[]): Promise<{ inputs: Map<string, ClassificationInputs> }> {
   const distinct = [...new Map(scopes.map((s) => [classificationKey(s), s])).values()];
-  const { rows } = await db.query(CLASSIFICATION_INPUTS([distinct.map((s) => s.project), distinct.map((s) => s.target), runIds]));
+  const { rows } = await db.query(CLASSIFICATION_INPUTS([distinct.map((s) => s.project), distinct.map((s) => s.target)]));
   const inputs = new Map<string, ClassificationInputs>();
   for (const i of rows[0].inputs as Array<{ project: string; target: string | null; weight: number | string | null; bindings: Array<{ path: string; requirement: PlacementRequirement }> }>) {
     const weight = i.weight === null ? 1 : Number(i.weight);
@@ -51,5 +45,5 @@ export async function classificationInputs(
       bindings: i.bindings.map((b) => ({ path: b.path, requirement: b.requirement })),
     });
   }
-  return { runIds: (rows[0].run_ids as Array<string | number>).map(Number), inputs };
+  return { inputs };
 }

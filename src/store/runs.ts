@@ -94,27 +94,36 @@ export const mapStep = (r: any): StepRow => ({
 
 /** A run to insert with its steps, its root steps' queue classification, and its audit row. */
 export interface RunToQueue {
-  id: number;
   definition: RunDefinition;
   source: Record<string, unknown>;
   createdBy: string | null;
-  /** Root step name → its classification (and the run's shard): queued at once as attempt 1. */
-  queue: Map<string, Classification & { shard: number }>;
-  audit: { actor: string; action: string; target: string; source: string | null; detail: Record<string, unknown> };
+  /**
+   * Root step name → its classification: queued at once as attempt 1. The statement sets what
+   * the store decides itself: the run's shard (from its id) and the weight (the project's).
+   */
+  queue: Map<string, Classification>;
+  /** The audit row; its target is the run, named by the id the statement takes. */
+  audit: { actor: string; action: string; source: string | null; detail: Record<string, unknown> };
 }
 
 const RUNS_INSERT_QUEUED = prepared(
-  `WITH r AS (
+  `WITH ids AS (
+       -- Materialised once (nextval is volatile): each run its id, in the order given.
+       SELECT x.*, nextval(pg_get_serial_sequence('runs', 'id')) AS id
+         FROM jsonb_to_recordset($1::jsonb) AS x(ord int, name text, project text, target text, scope text, max_parallel_steps int,
+                priority smallint, env jsonb, placement jsonb, definition jsonb, created_by text, open_steps int,
+                audit_actor text, audit_action text, audit_source text, audit_detail jsonb)
+        ORDER BY x.ord
+     ), r AS (
        INSERT INTO runs (id, name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps)
-       SELECT x.id, x.name, x.project, x.target, x.scope, x.max_parallel_steps, x.priority, x.env, x.placement, x.definition, x.created_by, x.open_steps
-         FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, name text, project text, target text, scope text, max_parallel_steps int,
-                priority smallint, env jsonb, placement jsonb, definition jsonb, created_by text, open_steps int)
+       SELECT id, name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps FROM ids ORDER BY ord
        RETURNING id
      ), x AS (
-       SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(run_id bigint, ord int, name text, command text, needs jsonb, env jsonb, timeout_ms int,
-                placement jsonb, pools jsonb, load real, priority smallint, unmet_needs int, dependents int, queued boolean, shard smallint,
-                q_priority smallint, lane smallint, fair_key text, weight real, q_pools jsonb, requirement jsonb, q_load real, run_scope boolean,
+       SELECT ids.id AS run_id, x.* FROM jsonb_to_recordset($2::jsonb) AS x(run_ord int, ord int, name text, command text, needs jsonb, env jsonb,
+                timeout_ms int, placement jsonb, pools jsonb, load real, priority smallint, unmet_needs int, dependents int, queued boolean,
+                q_priority smallint, lane smallint, fair_key text, q_pools jsonb, requirement jsonb, q_load real, run_scope boolean,
                 max_parallel int, site_stamp text)
+         JOIN ids ON ids.ord = x.run_ord
      ), s AS (
        INSERT INTO steps (run_id, name, command, needs, env, timeout_ms, placement, pools, load, priority, unmet_needs, dependents, status, attempt)
        SELECT x.run_id, x.name, x.command, ${textArrayOrNullSql('x.needs')}, x.env, x.timeout_ms, x.placement,
@@ -124,7 +133,8 @@ const RUNS_INSERT_QUEUED = prepared(
        RETURNING id, run_id, name
      ), q AS (
        INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel, site_stamp)
-       SELECT s.id, s.run_id, x.shard, 1, x.q_priority, x.lane, x.fair_key, x.weight, ${textArrayOrNullSql('x.q_pools')},
+       SELECT s.id, s.run_id, run_shard(s.run_id), 1, x.q_priority, x.lane, x.fair_key,
+              coalesce((SELECT p.weight FROM projects p WHERE p.name = x.fair_key), 1), ${textArrayOrNullSql('x.q_pools')},
               x.requirement, x.q_load, x.run_scope, x.max_parallel, x.site_stamp
          FROM s JOIN x ON x.run_id = s.run_id AND x.name = s.name
         WHERE x.queued
@@ -132,42 +142,50 @@ const RUNS_INSERT_QUEUED = prepared(
        RETURNING step_id, run_id
      ), a AS (
        INSERT INTO audit_log (actor, action, target, source, detail)
-       SELECT a.actor, a.action, a.target, a.source, a.detail FROM jsonb_to_recordset($3::jsonb) AS a(actor text, action text, target text, source text, detail jsonb)
+       SELECT audit_actor, audit_action, 'run:' || id, audit_source, audit_detail FROM ids ORDER BY ord
      )
-     SELECT s.run_id, s.name, s.id, pg_notify('${QUEUE_CHANNEL}', '') IS NULL AS woke
-       FROM q JOIN s ON s.id = q.step_id
-      ORDER BY s.id`,
+     SELECT ids.ord, ids.id AS run_id, qs.name, qs.step_id, qs.woke
+       FROM ids
+       LEFT JOIN (SELECT q.run_id, s.name, q.step_id, pg_notify('${QUEUE_CHANNEL}', '') IS NULL AS woke FROM q JOIN s ON s.id = q.step_id) qs
+              ON qs.run_id = ids.id
+      ORDER BY ids.ord, qs.step_id`,
 );
 
 /**
  * Inserts runs, their steps, the queue rows of their root steps (ready as attempt 1) and their
  * audit rows, and wakes the dispatchers, in one statement: one round trip, atomic by itself, for
- * one run or many. Returns each run's queued step names.
+ * one run or many. The runs take their ids from the sequence here. Returns, in the order given,
+ * each run's id and its queued step names.
  */
-export async function runsInsertQueued(db: Db, runs: RunToQueue[]): Promise<Map<number, string[]>> {
-  const out = new Map<number, string[]>(runs.map((r) => [r.id, []]));
-  if (runs.length === 0) return out;
-  const runRows = runs.map((r) => {
+export async function runsInsertQueued(db: Db, runs: RunToQueue[]): Promise<Array<{ runId: number; ready: string[] }>> {
+  if (runs.length === 0) return [];
+  const runRows = runs.map((r, ord) => {
     const d = r.definition;
     return {
-      id: r.id, name: d.name, project: d.project, target: d.target, scope: d.scope, max_parallel_steps: d.maxParallelSteps, priority: d.priority,
+      ord, name: d.name, project: d.project, target: d.target, scope: d.scope, max_parallel_steps: d.maxParallelSteps, priority: d.priority,
       env: d.env, placement: d.placement ?? null, definition: r.source, created_by: r.createdBy, open_steps: d.steps.length,
+      audit_actor: r.audit.actor, audit_action: r.audit.action, audit_source: r.audit.source, audit_detail: r.audit.detail,
     };
   });
-  const stepRows = runs.flatMap((r) => {
+  const stepRows = runs.flatMap((r, runOrd) => {
     const d = r.definition;
     return d.steps.map((s, ord) => {
       const q = r.queue.get(s.name);
       return {
-        run_id: r.id, ord, name: s.name, command: s.run, needs: s.needs, env: { ...d.env, ...s.env }, timeout_ms: s.timeoutMs, placement: s.placement,
+        run_ord: runOrd, ord, name: s.name, command: s.run, needs: s.needs, env: { ...d.env, ...s.env }, timeout_ms: s.timeoutMs, placement: s.placement,
         pools: s.pools, load: s.load, priority: s.priority, unmet_needs: new Set(s.needs).size, dependents: d.steps.filter((o) => o.needs.includes(s.name)).length,
         queued: q !== undefined,
-        ...(q ? { shard: q.shard, q_priority: q.priority, lane: q.lane, fair_key: q.fairKey, weight: q.weight, q_pools: q.pools, requirement: q.requirement, q_load: q.load, run_scope: q.runScope, max_parallel: q.maxParallel, site_stamp: q.siteStamp } : {}),
+        ...(q ? { q_priority: q.priority, lane: q.lane, fair_key: q.fairKey, q_pools: q.pools, requirement: q.requirement, q_load: q.load, run_scope: q.runScope, max_parallel: q.maxParallel, site_stamp: q.siteStamp } : {}),
       };
     });
   });
-  const { rows } = await db.query(RUNS_INSERT_QUEUED([JSON.stringify(runRows), JSON.stringify(stepRows), JSON.stringify(runs.map((r) => r.audit))]));
-  for (const r of rows) out.get(Number(r.run_id))!.push(r.name);
+  const { rows } = await db.query(RUNS_INSERT_QUEUED([JSON.stringify(runRows), JSON.stringify(stepRows)]));
+  const out = runs.map(() => ({ runId: 0, ready: [] as string[] }));
+  for (const r of rows) {
+    const run = out[r.ord];
+    run.runId = Number(r.run_id);
+    if (r.name !== null) run.ready.push(r.name);
+  }
   return out;
 }
 

@@ -99,8 +99,8 @@ describe('submit in one statement, one run or many', () => {
     const ok = results.filter((r): r is PromiseFulfilledResult<Awaited<ReturnType<typeof runSubmit>>> => r.status === 'fulfilled').map((r) => r.value);
     expect(ok).toHaveLength(12);
     expect(new Set(ok.map((r) => r.runId)).size).toBe(12);
-    // One group of thirteen, refused; then each alone: two statements per write.
-    expect(statements).toBe(2 + 13 * 2);
+    // One group of thirteen, refused; then each alone: one statement per write.
+    expect(statements).toBe(1 + 13);
     const { rows: audit } = await pool.query(`SELECT actor, source, target FROM audit_log WHERE action = 'runs.submit' AND actor LIKE 'actor-%' ORDER BY id`);
     expect(audit).toHaveLength(12);
     expect(new Set(audit.map((a) => a.actor))).toEqual(new Set(Array.from({ length: 12 }, (_, i) => `actor-${i}`)));
@@ -112,11 +112,45 @@ describe('submit in one statement, one run or many', () => {
     const { rows: weights } = await pool.query(`SELECT DISTINCT fair_key, weight FROM queue_ready WHERE run_id = ANY($1::bigint[]) ORDER BY fair_key`, [ok.map((r) => r.runId)]);
     expect(weights).toEqual([{ fair_key: 'alpha', weight: 1 }, { fair_key: 'beta', weight: 2 }]);
 
-    // Submits that arrive together and all succeed: one read and one write for all of them.
+    // Submits that arrive together and all succeed: one statement for all of them.
     statements = 0;
     const more = await Promise.all(Array.from({ length: 8 }, (_, i) => runSubmit(pool, runFileLoad(CHAIN(`m${i}`)), { actor: 'tester' })));
     expect(more.map((r) => r.ready)).toEqual(Array.from({ length: 8 }, () => ['a']));
+    expect(statements).toBe(1);
+  });
+
+  it('reads the path bindings first only for runs a binding may place, and applies the longest', async () => {
+    const pool = db.current.pool;
+    await pool.query(`INSERT INTO placement_bindings (path, requirement) VALUES ('acme/', '{"group": "acme"}'), ('acme/prod', '{"group": "prod"}')`);
+    let statements = 0;
+    poolObserve(pool, (seconds) => {
+      if (seconds !== null) statements++;
+    });
+    const targeted = (name: string, target: string, extra = '') => `name: ${name}\nproject: alpha\ntarget: ${target}\n${extra}steps:\n  a: { run: echo a }\n  b: { run: echo b, placement: { group: own } }\n`;
+    const [prod, other, placed] = await Promise.all([
+      runSubmit(pool, runFileLoad(targeted('t1', 'acme/prod/web')), { actor: 'tester' }),
+      runSubmit(pool, runFileLoad(targeted('t2', 'acme/dev')), { actor: 'tester' }),
+      // The run's own placement wins over any binding: this run alone would need no read.
+      runSubmit(pool, runFileLoad(targeted('t3', 'acme/prod/web', 'placement: { group: runs-own }\n')), { actor: 'tester' }),
+    ]);
+    // One read of the bindings over both targets, one write.
     expect(statements).toBe(2);
+    const { rows } = await pool.query(
+      `SELECT s.run_id::int AS run, s.name, q.requirement FROM queue_ready q JOIN steps s ON s.id = q.step_id WHERE s.run_id = ANY($1::bigint[]) ORDER BY s.id`,
+      [[prod.runId, other.runId, placed.runId]],
+    );
+    expect(rows).toEqual([
+      { run: prod.runId, name: 'a', requirement: { group: 'prod' } },
+      { run: prod.runId, name: 'b', requirement: { group: 'own' } },
+      { run: other.runId, name: 'a', requirement: { group: 'acme' } },
+      { run: other.runId, name: 'b', requirement: { group: 'own' } },
+      { run: placed.runId, name: 'a', requirement: { group: 'runs-own' } },
+      { run: placed.runId, name: 'b', requirement: { group: 'own' } },
+    ]);
+    // Without a binding to consult, a submit is its one statement.
+    statements = 0;
+    await runSubmit(pool, runFileLoad(targeted('t4', 'acme/prod/web', 'placement: { group: runs-own }\n')), { actor: 'tester' });
+    expect(statements).toBe(1);
   });
 });
 
