@@ -24,7 +24,7 @@ export async function enqueueFreedSteps(client: PoolClient, steps: StepRow[]): P
 async function enqueueSteps(client: PoolClient, runs: RunRow[], steps: StepRow[]): Promise<number[]> {
   if (steps.length === 0) return [];
   const byId = new Map(runs.map((r) => [r.id, r]));
-  const { inputs } = await classificationInputs(client, runs);
+  const inputs = await classificationInputs(client, runs);
   const items = [];
   for (const s of steps) {
     const run = byId.get(s.runId);

@@ -82,7 +82,7 @@ export async function runSubmitMany(db: Pool | PoolClient, files: LoadedRunFile[
 async function submitRuns(db: Pool | PoolClient, items: Array<{ file: LoadedRunFile; by: SubmitBy }>): Promise<RunSubmitted[]> {
   if (items.length === 0) return [];
   const targeted = items.map((x) => x.file.definition).filter((d) => d.steps.some((s) => s.needs.length === 0 && placementFromBinding(d, s)));
-  const bindings = targeted.length > 0 ? (await classificationInputs(db, targeted)).inputs : new Map<string, ClassificationInputs>();
+  const bindings = targeted.length > 0 ? await classificationInputs(db, targeted) : new Map<string, ClassificationInputs>();
   const runs: RunToQueue[] = items.map(({ file, by }) => {
     const d = file.definition;
     const runInput = { project: d.project, priority: d.priority, scope: d.scope, maxParallelSteps: d.maxParallelSteps, placement: d.placement, target: d.target };

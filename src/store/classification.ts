@@ -34,7 +34,7 @@ const CLASSIFICATION_INPUTS = prepared(
  * What classify needs from the store for runs of these projects and targets, in one read: each
  * project's weight and the bindings over each target, keyed by classificationKey.
  */
-export async function classificationInputs(db: Pool | PoolClient, scopes: ClassificationScope[]): Promise<{ inputs: Map<string, ClassificationInputs> }> {
+export async function classificationInputs(db: Pool | PoolClient, scopes: ClassificationScope[]): Promise<Map<string, ClassificationInputs>> {
   const distinct = [...new Map(scopes.map((s) => [classificationKey(s), s])).values()];
   const { rows } = await db.query(CLASSIFICATION_INPUTS([distinct.map((s) => s.project), distinct.map((s) => s.target)]));
   const inputs = new Map<string, ClassificationInputs>();
@@ -45,5 +45,5 @@ export async function classificationInputs(db: Pool | PoolClient, scopes: Classi
       bindings: i.bindings.map((b) => ({ path: b.path, requirement: b.requirement })),
     });
   }
-  return { inputs };
+  return inputs;
 }
