@@ -1,11 +1,11 @@
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
+import { ENQUEUED_COLUMNS } from './queue.js';
 
 type Db = Pool | PoolClient;
 
 /** The entry columns a lease row carries so it can go back to the queue unchanged (queue_ready's, in one order). */
-const ENTRY_COLUMNS = ['step_id', 'run_id', 'shard', 'attempt', 'priority', 'lane', 'fair_key', 'weight', 'pools', 'requirement', 'load', 'run_scope',
-  'max_parallel', 'site_stamp', 'ready_at', 'position'];
+const ENTRY_COLUMNS = [...ENQUEUED_COLUMNS, 'ready_at', 'position'];
 export const ENTRY_COLS = ENTRY_COLUMNS.join(', ');
 const entryCols = (alias: string) => ENTRY_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
 

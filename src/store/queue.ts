@@ -4,6 +4,10 @@ import { textArrayOrNullSql } from './arrays.js';
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
 
+/** A queue entry's columns as an enqueue writes them: the step, its run's shard and its classification. */
+export const ENQUEUED_COLUMNS = ['step_id', 'run_id', 'shard', 'attempt', 'priority', 'lane', 'fair_key', 'weight', 'pools', 'requirement', 'load',
+  'run_scope', 'max_parallel', 'site_stamp'] as const;
+
 /** The channel every write that queues work notifies, and every dispatcher listens on. */
 export const QUEUE_CHANNEL = 'opschain_queue';
 
@@ -36,8 +40,7 @@ export const mapEntry = (r: any): QueueEntry => ({
 
 const QUEUE_ENQUEUE = prepared(
   `WITH q AS (
-     INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement,
-                              load, run_scope, max_parallel, site_stamp)
+     INSERT INTO queue_ready (${ENQUEUED_COLUMNS.join(', ')})
      SELECT i.step_id, i.run_id, i.shard, i.attempt, i.priority, i.lane, i.fair_key, i.weight,
             ${textArrayOrNullSql('i.pools')}, i.requirement, i.load, i.run_scope, i.max_parallel, i.site_stamp
        FROM jsonb_to_recordset($1::jsonb) AS i(step_id bigint, run_id bigint, shard smallint, attempt int, priority smallint,
