@@ -6,7 +6,7 @@ import { fleetRead, scopedRunsOf, type FleetRunnerRow } from './fleet.js';
 import { triggersQueueRead, type TriggerDueRow, type WaitingLaunchRow } from './triggers.js';
 import type { Pool, PoolClient } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
-import { mapEntry } from './queue.js';
+import { ENTRY_COLS, mapEntry } from './queue.js';
 import { replicaList, type ReplicaRow } from './replicas.js';
 
 type Db = Pool | PoolClient;
@@ -229,8 +229,7 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
     const runners = await fleetRead(client);
     // Named columns: what mapEntry reads and no more, on every refresh.
     const sample = await client.query(
-      `SELECT step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel, site_stamp, ready_at, position
-         FROM queue_ready ORDER BY lane, position LIMIT $1`,
+      `SELECT ${ENTRY_COLS} FROM queue_ready ORDER BY lane, position LIMIT $1`,
       [sampleLimit],
     );
     const runIds = [...new Set(sample.rows.map((r) => Number(r.run_id)))];

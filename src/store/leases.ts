@@ -1,16 +1,8 @@
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
-import { ENQUEUED_COLUMNS } from './queue.js';
+import { ENTRY_COLS, entryCols, entryColsBack } from './queue.js';
 
 type Db = Pool | PoolClient;
-
-/** The entry columns a lease row carries so it can go back to the queue unchanged (queue_ready's, in one order). */
-const ENTRY_COLUMNS = [...ENQUEUED_COLUMNS, 'ready_at', 'position'];
-export const ENTRY_COLS = ENTRY_COLUMNS.join(', ');
-const entryCols = (alias: string) => ENTRY_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
-
-/** The entry columns of ended leases, to insert back into queue_ready, with the attempt they go back as. */
-export const entryColsBack = (attempt: string) => ENTRY_COLUMNS.map((c) => (c === 'attempt' ? attempt : c)).join(', ');
 
 /**
  * CTE `done`: the attempts of ended leases d recorded done, with `token` as their token. An attempt

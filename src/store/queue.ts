@@ -8,6 +8,14 @@ import { prepared } from './prepared.js';
 export const ENQUEUED_COLUMNS = ['step_id', 'run_id', 'shard', 'attempt', 'priority', 'lane', 'fair_key', 'weight', 'pools', 'requirement', 'load',
   'run_scope', 'max_parallel', 'site_stamp'] as const;
 
+/** Every column of a queue entry (what mapEntry reads), in one order: a lease row carries them so it can go back unchanged. */
+const ENTRY_COLUMNS = [...ENQUEUED_COLUMNS, 'ready_at', 'position'];
+export const ENTRY_COLS = ENTRY_COLUMNS.join(', ');
+export const entryCols = (alias: string) => ENTRY_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
+
+/** The entry columns of ended leases, to insert back into queue_ready, with the attempt they go back as. */
+export const entryColsBack = (attempt: string) => ENTRY_COLUMNS.map((c) => (c === 'attempt' ? attempt : c)).join(', ');
+
 /** The channel every write that queues work notifies, and every dispatcher listens on. */
 export const QUEUE_CHANNEL = 'opschain_queue';
 

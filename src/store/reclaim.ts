@@ -1,5 +1,5 @@
-import { ENTRY_COLS, entryColsBack } from './leases.js';
 import type { PoolClient } from './pool.js';
+import { ENTRY_COLS, entryColsBack } from './queue.js';
 
 export interface ReclaimedClaim {
   stepId: number;
