@@ -5,8 +5,6 @@ export interface PathBinding { path: string; requirement: PlacementRequirement }
 export interface ClassifyInput {
   run: { project: string; priority: number; scope: 'step' | 'run'; maxParallelSteps: number; placement: PlacementRequirement | null; target: string | null };
   step: { priority: number | null; placement: PlacementRequirement | null; pools: string[]; load: number };
-  /** The fair-share weight of the run's project (default 1). */
-  projectWeight: number;
   bindings: PathBinding[];
 }
 
@@ -32,19 +30,20 @@ export function bindingFor(target: string | null, bindings: PathBinding[]): Path
 
 /**
  * Resolves once, at enqueue, everything dispatch needs: placement (step → run defaults →
- * longest-prefix path binding of the target), priority and lane, fair key and weight, pools,
- * load, run scope and the site stamp (a single demanded `location`).
+ * longest-prefix path binding of the target), priority and lane, fair key, pools, load, run
+ * scope and the site stamp (a single demanded `location`). The weight is the store's, at enqueue.
  */
 export function classify(input: ClassifyInput): Classification {
   const { run, step } = input;
-  const requirement = !isEmpty(step.placement) ? step.placement : !isEmpty(run.placement) ? run.placement : (bindingFor(run.target, input.bindings)?.requirement ?? null);
+  const requirement = placementFromBinding(run, step)
+    ? (bindingFor(run.target, input.bindings)?.requirement ?? null)
+    : !isEmpty(step.placement) ? step.placement : run.placement;
   const priority = step.priority ?? run.priority;
   const location = requirement?.selectors?.location;
   return {
     priority,
     lane: laneOf(priority),
     fairKey: run.project,
-    weight: input.projectWeight > 0 ? input.projectWeight : 1,
     pools: [...new Set(step.pools)].sort(),
     requirement: isEmpty(requirement) ? null : requirement,
     load: step.load,

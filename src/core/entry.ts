@@ -41,8 +41,11 @@ export interface QueueEntry {
   position: number;
 }
 
-/** The classification frozen on a queue row at enqueue. */
-export type Classification = Pick<QueueEntry, 'priority' | 'lane' | 'fairKey' | 'weight' | 'pools' | 'requirement' | 'load' | 'runScope' | 'maxParallel' | 'siteStamp'>;
+/**
+ * The classification frozen on a queue row at enqueue. The fair-share weight is not part of it:
+ * the enqueue statement takes it from the project's row as it writes the entry.
+ */
+export type Classification = Pick<QueueEntry, 'priority' | 'lane' | 'fairKey' | 'pools' | 'requirement' | 'load' | 'runScope' | 'maxParallel' | 'siteStamp'>;
 
 /** What placement reads of a runner: its own facts and its group's. */
 export interface RunnerPosture {

@@ -1,6 +1,6 @@
-import { classify } from '../core/classify.js';
-import { classificationInputs, classificationKey } from '../store/classification.js';
+import { classify, placementFromBinding } from '../core/classify.js';
 import type { PoolClient } from '../store/pool.js';
+import { placementBindingsOver } from '../store/placement.js';
 import { queueEnqueue } from '../store/queue.js';
 import { runsGet, type RunRow, type StepRow } from '../store/runs.js';
 
@@ -14,28 +14,27 @@ export async function enqueueReadySteps(client: PoolClient, run: RunRow, steps: 
 
 /**
  * Ready steps of any number of runs (those a group of completions freed): the runs read once,
- * their classification inputs in one read, one enqueue statement for all.
+ * one enqueue statement for all.
  */
 export async function enqueueFreedSteps(client: PoolClient, steps: StepRow[]): Promise<number[]> {
   if (steps.length === 0) return [];
   return enqueueSteps(client, await runsGet(client, [...new Set(steps.map((s) => s.runId))]), steps);
 }
 
+/** Only steps a path binding may place read the bindings, over their runs' targets, in one read. */
 async function enqueueSteps(client: PoolClient, runs: RunRow[], steps: StepRow[]): Promise<number[]> {
   if (steps.length === 0) return [];
   const byId = new Map(runs.map((r) => [r.id, r]));
-  const inputs = await classificationInputs(client, runs);
-  const items = [];
-  for (const s of steps) {
-    const run = byId.get(s.runId);
-    if (!run) continue;
-    const runInput = { project: run.project, priority: run.priority, scope: run.scope, maxParallelSteps: run.maxParallelSteps, placement: run.placement, target: run.target };
-    items.push({
-      stepId: s.id,
-      runId: run.id,
-      attempt: s.attempt,
-      ...classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...inputs.get(classificationKey(run))! }),
-    });
-  }
-  return queueEnqueue(client, items);
+  const queued = steps.filter((s) => byId.has(s.runId));
+  const targets = queued.map((s) => byId.get(s.runId)!).filter((r, i) => placementFromBinding(r, queued[i])).map((r) => r.target!);
+  const bindings = await placementBindingsOver(client, targets);
+  return queueEnqueue(
+    client,
+    queued.map((s) => {
+      const run = byId.get(s.runId)!;
+      const runInput = { project: run.project, priority: run.priority, scope: run.scope, maxParallelSteps: run.maxParallelSteps, placement: run.placement, target: run.target };
+      const step = { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load };
+      return { stepId: s.id, runId: run.id, attempt: s.attempt, ...classify({ run: runInput, step, bindings: (run.target && bindings.get(run.target)) || [] }) };
+    }),
+  );
 }

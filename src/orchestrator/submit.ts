@@ -1,7 +1,7 @@
 import { CallGroups } from '../core/call-groups.js';
 import { classify, placementFromBinding } from '../core/classify.js';
-import { classificationInputs, classificationKey, type ClassificationInputs } from '../store/classification.js';
 import type { Pool, PoolClient } from '../store/pool.js';
+import { placementBindingsOver } from '../store/placement.js';
 import { runsInsertQueued, type RunToQueue } from '../store/runs.js';
 import type { LoadedRunFile } from './runfile.js';
 
@@ -82,12 +82,11 @@ export async function runSubmitMany(db: Pool | PoolClient, files: LoadedRunFile[
 async function submitRuns(db: Pool | PoolClient, items: Array<{ file: LoadedRunFile; by: SubmitBy }>): Promise<RunSubmitted[]> {
   if (items.length === 0) return [];
   const targeted = items.map((x) => x.file.definition).filter((d) => d.steps.some((s) => s.needs.length === 0 && placementFromBinding(d, s)));
-  const bindings = targeted.length > 0 ? await classificationInputs(db, targeted) : new Map<string, ClassificationInputs>();
+  const bindings = await placementBindingsOver(db, targeted.map((d) => d.target!));
   const runs: RunToQueue[] = items.map(({ file, by }) => {
     const d = file.definition;
     const runInput = { project: d.project, priority: d.priority, scope: d.scope, maxParallelSteps: d.maxParallelSteps, placement: d.placement, target: d.target };
-    // The statement sets the weight from the project's row; 1 here is never stored.
-    const input = { projectWeight: 1, bindings: bindings.get(classificationKey(d))?.bindings ?? [] };
+    const input = { bindings: (d.target && bindings.get(d.target)) || [] };
     const queue = new Map(
       d.steps
         .filter((s) => s.needs.length === 0)

@@ -1,5 +1,7 @@
+import type { PathBinding } from '../core/classify.js';
 import type { PlacementRequirement } from '../core/entry.js';
 import type { Pool, PoolClient } from './pool.js';
+import { prepared } from './prepared.js';
 
 type Db = Pool | PoolClient;
 
@@ -26,4 +28,24 @@ export async function placementList(db: Db): Promise<BindingRow[]> {
 export async function placementUnbind(db: Db, p: { path: string }): Promise<boolean> {
   const { rowCount } = await db.query(`DELETE FROM placement_bindings WHERE path = $1`, [p.path]);
   return (rowCount ?? 0) > 0;
+}
+
+const BINDINGS_OVER = prepared(
+  `SELECT t.target, b.path, b.requirement
+     FROM unnest($1::text[]) AS t(target)
+     JOIN placement_bindings b ON t.target = rtrim(b.path, '/') OR starts_with(t.target, rtrim(b.path, '/') || '/')
+    ORDER BY t.target, b.path`,
+);
+
+/**
+ * The bindings whose path is each target or a prefix of it, in one read, by target (classify
+ * picks the longest). A target no binding covers maps to an empty list.
+ */
+export async function placementBindingsOver(db: Db, targets: string[]): Promise<Map<string, PathBinding[]>> {
+  const distinct = [...new Set(targets)];
+  const over = new Map<string, PathBinding[]>(distinct.map((t) => [t, []]));
+  if (distinct.length === 0) return over;
+  const { rows } = await db.query(BINDINGS_OVER([distinct]));
+  for (const r of rows) over.get(r.target)!.push({ path: r.path, requirement: r.requirement });
+  return over;
 }

@@ -4,6 +4,12 @@ import { textArrayOrNullSql } from './arrays.js';
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
 
+/**
+ * A queue entry's fair-share weight, as every enqueue writes it: its project's, 1 for a project
+ * with no row. Taken in the statement, so a weight set by the lever applies from the next enqueue.
+ */
+export const projectWeightSql = (fairKey: string) => `coalesce((SELECT p.weight FROM projects p WHERE p.name = ${fairKey}), 1)`;
+
 /** A queue entry's columns as an enqueue writes them: the step, its run's shard and its classification. */
 export const ENQUEUED_COLUMNS = ['step_id', 'run_id', 'shard', 'attempt', 'priority', 'lane', 'fair_key', 'weight', 'pools', 'requirement', 'load',
   'run_scope', 'max_parallel', 'site_stamp'] as const;
@@ -49,10 +55,10 @@ export const mapEntry = (r: any): QueueEntry => ({
 const QUEUE_ENQUEUE = prepared(
   `WITH q AS (
      INSERT INTO queue_ready (${ENQUEUED_COLUMNS.join(', ')})
-     SELECT i.step_id, i.run_id, i.shard, i.attempt, i.priority, i.lane, i.fair_key, i.weight,
+     SELECT i.step_id, i.run_id, i.shard, i.attempt, i.priority, i.lane, i.fair_key, ${projectWeightSql('i.fair_key')},
             ${textArrayOrNullSql('i.pools')}, i.requirement, i.load, i.run_scope, i.max_parallel, i.site_stamp
        FROM jsonb_to_recordset($1::jsonb) AS i(step_id bigint, run_id bigint, shard smallint, attempt int, priority smallint,
-              lane smallint, fair_key text, weight real, pools jsonb, requirement jsonb, load real, run_scope boolean,
+              lane smallint, fair_key text, pools jsonb, requirement jsonb, load real, run_scope boolean,
               max_parallel int, site_stamp text)
       WHERE NOT EXISTS (SELECT 1 FROM scheduler_done d WHERE d.step_id = i.step_id AND d.attempt = i.attempt)
         AND NOT EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.step_id = i.step_id)
@@ -65,9 +71,9 @@ const QUEUE_ENQUEUE = prepared(
 );
 
 /**
- * Idempotent per (step, attempt), in one statement that also wakes the dispatchers: an attempt
- * recorded done, a step holding a lease, or a step already ready is left alone. Returns the step
- * ids actually queued.
+ * Idempotent per (step, attempt), in one statement that also takes each entry's weight and wakes
+ * the dispatchers: an attempt recorded done, a step holding a lease, or a step already ready is
+ * left alone. Returns the step ids actually queued.
  */
 export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number[]> {
   if (items.length === 0) return [];
@@ -81,7 +87,6 @@ export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number
           priority: i.priority,
           lane: i.lane,
           fair_key: i.fairKey,
-          weight: i.weight,
           pools: i.pools,
           requirement: i.requirement,
           load: i.load,

@@ -4,7 +4,7 @@ import { textArrayOrNullSql } from './arrays.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
-import { ENQUEUED_COLUMNS, QUEUE_CHANNEL } from './queue.js';
+import { ENQUEUED_COLUMNS, projectWeightSql, QUEUE_CHANNEL } from './queue.js';
 
 type Db = Pool | PoolClient;
 
@@ -134,7 +134,7 @@ const RUNS_INSERT_QUEUED = prepared(
      ), q AS (
        INSERT INTO queue_ready (${ENQUEUED_COLUMNS.join(', ')})
        SELECT s.id, s.run_id, run_shard(s.run_id), 1, x.q_priority, x.lane, x.fair_key,
-              coalesce((SELECT p.weight FROM projects p WHERE p.name = x.fair_key), 1), ${textArrayOrNullSql('x.q_pools')},
+              ${projectWeightSql('x.fair_key')}, ${textArrayOrNullSql('x.q_pools')},
               x.requirement, x.q_load, x.run_scope, x.max_parallel, x.site_stamp
          FROM s JOIN x ON x.run_id = s.run_id AND x.name = s.name
         WHERE x.queued

@@ -35,7 +35,7 @@ describe('the fleet admin API', () => {
   it('drains and undrains idempotently, audited with the token, and the queue shows the verdict', async () => {
     await insertRunner(db.current.pool, { id: 'r-api', name: 'api-runner', labels: ['x-api'] });
     await queueEnqueue(db.current.pool, [
-      { stepId: 1, runId: 1, attempt: 1, priority: 0, lane: 2, fairKey: 'acme', weight: 1, pools: [], requirement: { labels: ['x-api'] }, load: 1, runScope: false, maxParallel: 1, siteStamp: null },
+      { stepId: 1, runId: 1, attempt: 1, priority: 0, lane: 2, fairKey: 'acme', pools: [], requirement: { labels: ['x-api'] }, load: 1, runScope: false, maxParallel: 1, siteStamp: null },
     ]);
     const d = await call('POST', '/api/fleet/drain', { runner: 'api-runner', reason: 'patch' });
     expect(d).toEqual({ status: 200, body: { kind: 'runner', targets: ['r-api'], drained: true, changed: true } });

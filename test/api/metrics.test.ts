@@ -37,7 +37,7 @@ async function seedRuns(pool: ServerHandle['ctx']['pool'], n: number): Promise<n
         stepId: Number(s.id),
         runId: Number(s.run_id),
         attempt: 1,
-        ...classify({ run: { project: 'default', priority, scope: 'step', maxParallelSteps: 1, placement: null, target: null }, step: { priority: null, placement: null, pools: [], load: 1 }, projectWeight: 1, bindings: [] }),
+        ...classify({ run: { project: 'default', priority, scope: 'step', maxParallelSteps: 1, placement: null, target: null }, step: { priority: null, placement: null, pools: [], load: 1 }, bindings: [] }),
       };
     }),
   );

@@ -160,7 +160,7 @@ describe('the lease lifecycle over the runner protocol', () => {
   it('enqueue of the same step and attempt twice queues once', async () => {
     const { stepIds, runId } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
     const { queueEnqueue } = await import('../../src/store/queue.js');
-    const again = await queueEnqueue(db.current.pool, [{ stepId: stepIds[0], runId, attempt: 1, priority: 0, lane: 2, fairKey: 'default', weight: 1, pools: [], requirement: null, load: 1, runScope: false, maxParallel: 1, siteStamp: null }]);
+    const again = await queueEnqueue(db.current.pool, [{ stepId: stepIds[0], runId, attempt: 1, priority: 0, lane: 2, fairKey: 'default', pools: [], requirement: null, load: 1, runScope: false, maxParallel: 1, siteStamp: null }]);
     expect(again).toEqual([]);
     const { rows } = await db.current.pool.query('SELECT count(*)::int AS n FROM queue_ready');
     expect(rows[0].n).toBe(1);

@@ -3,11 +3,13 @@ import { runCancel } from '../../src/orchestrator/cancel.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { runRetry } from '../../src/orchestrator/retry.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
+import { enqueueFreedSteps } from '../../src/orchestrator/enqueue.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import { stepLogAppend, stepLogRead } from '../../src/store/logs.js';
 import { withTransaction } from '../../src/store/pool.js';
 import { QUEUE_CHANNEL, queueEnqueue } from '../../src/store/queue.js';
 import { leaseDeliver } from '../../src/store/leases.js';
+import { runSteps } from '../../src/store/runs.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { complete, deliver, queued, registerRunner, runState, runStep, stepStates } from '../support/lifecycle.js';
 
@@ -244,7 +246,7 @@ steps:
     expect(await queued(pool, run)).toEqual([['b', 1], ['c', 1]]);
     // The same (step, attempt) enqueued again while ready, while leased, or once done is left alone.
     const { rows } = await pool.query(`SELECT id FROM steps WHERE run_id = $1 AND name = 'b'`, [run]);
-    const item = { stepId: rows[0].id, runId: run, attempt: 1, priority: 0, lane: 2 as const, fairKey: 'default', weight: 1, pools: [], requirement: null, load: 1, runScope: false, maxParallel: 1, siteStamp: null };
+    const item = { stepId: rows[0].id, runId: run, attempt: 1, priority: 0, lane: 2 as const, fairKey: 'default', pools: [], requirement: null, load: 1, runScope: false, maxParallel: 1, siteStamp: null };
     expect(await withTransaction(pool, (cl) => queueEnqueue(cl, [item]))).toEqual([]);
     const b = await deliver(pool, { run, step: 'b' });
     expect(await withTransaction(pool, (cl) => queueEnqueue(cl, [item]))).toEqual([]);
@@ -263,7 +265,7 @@ steps:
       const run = await submit('name: wake\nsteps:\n  a: { run: echo a }\n  b: { run: echo b, needs: [a] }\n  c: { run: echo c, needs: [a] }\n');
       await waitFor(() => heard.length === 1, { what: 'the submit\'s notification' });
       const { rows } = await pool.query(`SELECT id::int, name FROM steps WHERE run_id = $1 AND name IN ('b', 'c') ORDER BY name`, [run]);
-      const item = (stepId: number) => ({ stepId, runId: run, attempt: 1, priority: 0, lane: 2 as const, fairKey: 'default', weight: 1, pools: [], requirement: null, load: 1, runScope: false, maxParallel: 1, siteStamp: null });
+      const item = (stepId: number) => ({ stepId, runId: run, attempt: 1, priority: 0, lane: 2 as const, fairKey: 'default', pools: [], requirement: null, load: 1, runScope: false, maxParallel: 1, siteStamp: null });
       const queuedIds = await withTransaction(pool, async (cl) => {
         const ids = await queueEnqueue(cl, rows.map((r) => item(r.id)));
         // Nothing is heard before the commit.
@@ -352,7 +354,7 @@ steps:
     expect(await queued(pool, run)).toEqual([['a', 2], ['b', 2]]);
   });
 
-  it('classification reads the project weight and the longest binding over the target', async () => {
+  it('a queue row takes its project\'s weight and the longest binding over the target', async () => {
     const pool = db.current.pool;
     await pool.query(`INSERT INTO projects (name, weight) VALUES ('acme', 3)`);
     await pool.query(`INSERT INTO placement_bindings (path, requirement) VALUES ('acme', '{"group": "build"}'), ('acme/prod', '{"selectors": {"location": ["dc1"]}}'), ('acme/prodx', '{"group": "wrong"}')`);
@@ -365,6 +367,49 @@ steps:
       { name: 'a', priority: 60, lane: 1, fair_key: 'acme', weight: 3, pools: ['api', 'db'], requirement: { selectors: { location: ['dc1'] } }, load: 0.5, site_stamp: 'dc1' },
       // No pools is stored as NULL (an empty array would cost the row 13 B).
       { name: 'b', priority: 120, lane: 0, fair_key: 'acme', weight: 3, pools: null, requirement: { labels: ['gpu'] }, load: 1, site_stamp: null },
+    ]);
+  });
+
+  it('freed steps take the weight their project has at enqueue; only steps a binding may place read the bindings', async () => {
+    const pool = db.current.pool;
+    await pool.query(`INSERT INTO placement_bindings (path, requirement) VALUES ('beta', '{"group": "build"}'), ('beta/prod', '{"group": "prod"}')`);
+    const targeted = await submit('name: t\nproject: beta\ntarget: beta/prod/web\nsteps:\n  a: { run: echo a }\n  b: { run: echo b, needs: [a] }\n  c: { run: echo c, needs: [a], placement: { labels: [gpu] } }\n');
+    const plain = await submit('name: p\nproject: beta\nsteps:\n  a: { run: echo a }\n  b: { run: echo b, needs: [a] }\n');
+    // Set after the submits: the freed steps' rows take the weight as it is when they are queued.
+    await pool.query(`INSERT INTO projects (name, weight) VALUES ('beta', 4)`);
+    const freed = async (run: number) => (await runSteps(pool, run)).filter((s) => s.name !== 'a');
+    const sent: string[] = [];
+    const enqueue = (run: number) =>
+      withTransaction(pool, async (client) => {
+        const steps = await freed(run);
+        const original = client.query.bind(client) as (...x: unknown[]) => unknown;
+        (client as unknown as { query: (...x: unknown[]) => unknown }).query = (...args: unknown[]) => {
+          const q = args[0] as string | { text: string };
+          sent.push(typeof q === 'string' ? q : q.text);
+          return original(...args);
+        };
+        try {
+          return await enqueueFreedSteps(client, steps);
+        } finally {
+          (client as unknown as { query: unknown }).query = original;
+        }
+      });
+    expect(await enqueue(plain)).toHaveLength(1);
+    // The runs read and the enqueue: no bindings read for a run without a target.
+    expect(sent).toHaveLength(2);
+    expect(sent.some((q) => q.includes('placement_bindings'))).toBe(false);
+    sent.length = 0;
+    expect(await enqueue(targeted)).toHaveLength(2);
+    expect(sent).toHaveLength(3);
+    expect(sent.filter((q) => q.includes('placement_bindings'))).toHaveLength(1);
+    const { rows } = await pool.query(
+      `SELECT s.run_id::int AS run, s.name, q.weight, q.requirement FROM queue_ready q JOIN steps s ON s.id = q.step_id WHERE s.run_id = ANY($1::bigint[]) AND s.name <> 'a' ORDER BY s.run_id, s.name`,
+      [[targeted, plain]],
+    );
+    expect(rows).toEqual([
+      { run: targeted, name: 'b', weight: 4, requirement: { group: 'prod' } },
+      { run: targeted, name: 'c', weight: 4, requirement: { labels: ['gpu'] } },
+      { run: plain, name: 'b', weight: 4, requirement: null },
     ]);
   });
 });

@@ -32,7 +32,6 @@ export async function seedRun(pool: Pool, p: { steps: SeedStep[]; project?: stri
       ...classify({
         run: { project: p.project ?? 'default', priority: p.priority ?? 0, scope: p.scope ?? 'step', maxParallelSteps: p.maxParallelSteps ?? 1, placement: null, target: null },
         step: { priority: s.priority ?? null, placement: null, pools: s.pools ?? [], load: s.load ?? 1 },
-        projectWeight: 1,
         bindings: [],
       }),
     })),
