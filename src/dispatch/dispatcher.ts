@@ -216,13 +216,14 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
       const call = callOf.get(d.entry.stepId)!;
       return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId, acked: call.ackOnDelivery ?? false };
     });
-    const offers = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items });
+    const along = deps.hooks.stepsStartedWithDelivery;
+    const offers = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items, along });
     const leases = offers.map((o) => o.lease);
     // A planned delivery that did not become a lease stays queued: it must not keep a pool hold.
     const leased = new Set(leases.map((l) => l.stepId));
     const unheld = deliveries.filter((d) => d.entry.pools.length > 0 && !leased.has(d.entry.stepId)).map((d) => d.entry.stepId);
     if (unheld.length > 0) await poolHoldRelease(client, unheld);
-    await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! })));
+    if (!along) await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! })));
     const details = new Map<number, OfferDetail>();
     for (const o of offers) if (o.detail) details.set(o.lease.stepId, o.detail);
     return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries };

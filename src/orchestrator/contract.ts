@@ -1,3 +1,4 @@
+import type { DeliveryWrite } from '../store/leases.js';
 import type { PoolClient } from '../store/pool.js';
 
 /** How a leased attempt ended, as the lease lifecycle reports it to the orchestrator. */
@@ -25,6 +26,11 @@ export interface OrchestratorHooks {
   stepFinished(client: PoolClient, outcome: StepOutcome): Promise<void>;
   /** Batch form of stepStarted, one tick's deliveries at once. */
   stepsStarted(client: PoolClient, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<void>;
+  /**
+   * stepsStarted as a write the delivery carries in its own statement, a round trip fewer per
+   * tick. When present, the dispatch tick delivers with it and does not call stepsStarted.
+   */
+  stepsStartedWithDelivery?: DeliveryWrite;
   /** Batch form of stepFinished: each run is locked and rolled up once for all its outcomes. */
   stepsFinished(client: PoolClient, outcomes: StepOutcome[]): Promise<void>;
   /** A step's attempt went back to the queue as a new attempt (release, un-acked offer, reclaimed exposed claim). */

@@ -17,6 +17,7 @@ import {
   stepsWithStatus,
   stepStart,
   stepsStart,
+  stepsStartSql,
   stepsFinishClose,
   type RunRow,
 } from '../store/runs.js';
@@ -112,6 +113,8 @@ export const orchestratorHooks: OrchestratorHooks = {
   async stepsStarted(client, items) {
     await stepsStart(client, items);
   },
+
+  stepsStartedWithDelivery: stepsStartSql,
 
   async stepsFinished(client, outcomes) {
     await finishOutcomes(client, outcomes);

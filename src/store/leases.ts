@@ -72,7 +72,13 @@ const refs = (items: LeaseRef[]) => [items.map((i) => i.stepId), items.map((i) =
 /** `acked`: the runner asked for its offers acked on delivery (no ack call, no ack deadline). */
 export interface DeliverItem { stepId: number; runnerId: string; requestId: string | null; acked?: boolean }
 
-const LEASE_DELIVER = prepared(
+/**
+ * A write that rides on the delivery as one more part of its statement: SQL over the new leases,
+ * given as a from-item aliased `m` with step_id, attempt and runner_id.
+ */
+export type DeliveryWrite = (leases: string) => string;
+
+const deliverSql = (along?: DeliveryWrite) =>
   `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
           d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*),
           l AS (
@@ -81,18 +87,31 @@ const LEASE_DELIVER = prepared(
                    $4, now(), now(), m.runner_id, hashtextextended(m.request_id, 0), now() + $5 * interval '1 millisecond',
                    CASE WHEN m.acked THEN now() END, now() + $6 * interval '1 millisecond'
               FROM d JOIN m USING (step_id)
-            RETURNING *)
-     SELECT ${leaseCols('l')}, ${DETAIL_COLS} FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`,
-);
+            RETURNING *)${along ? `,
+          along AS (${along('l AS m')})` : ''}
+     SELECT ${leaseCols('l')}, ${DETAIL_COLS} FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`;
+
+const LEASE_DELIVER = prepared(deliverSql());
+/** The delivery with each write that rode on it, made once per write. */
+const deliverAlong = new Map<DeliveryWrite, ReturnType<typeof prepared>>();
 
 /**
  * Moves claimed queue rows into delivered leases and returns each with what its offer carries
- * (offerDetails), in one statement. Runs in the transaction that locked them with queueClaim, so
- * a crash before commit leaves the queue untouched.
+ * (offerDetails), in one statement, with `along` (when given) as one more part of it. Runs in
+ * the transaction that locked them with queueClaim, so a crash before commit leaves the queue
+ * untouched.
  */
-export async function leaseDeliver(client: PoolClient, p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[] }): Promise<Array<{ lease: LeaseRow; detail: OfferDetail | undefined }>> {
+export async function leaseDeliver(
+  client: PoolClient,
+  p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[]; along?: DeliveryWrite },
+): Promise<Array<{ lease: LeaseRow; detail: OfferDetail | undefined }>> {
   if (p.items.length === 0) return [];
-  const { rows } = await client.query(LEASE_DELIVER([p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)]));
+  let statement = LEASE_DELIVER;
+  if (p.along) {
+    statement = deliverAlong.get(p.along) ?? prepared(deliverSql(p.along));
+    deliverAlong.set(p.along, statement);
+  }
+  const { rows } = await client.query(statement([p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)]));
   return rows.map((r) => ({ lease: mapLease(r), detail: r.detail_step_id == null ? undefined : mapDetail(r) }));
 }
 

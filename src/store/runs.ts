@@ -281,19 +281,21 @@ export async function stepsWithStatus(db: Db, p: { runId: number; status: StepSt
  * from the step by stepLogRead, not written). False for a stale attempt or a finished step.
  */
 export async function stepStart(client: PoolClient, p: { stepId: number; attempt: number; runnerId: string }): Promise<boolean> {
-  const { rowCount } = await client.query(
-    `UPDATE steps SET status = 'running', runner_id = $3, started_at = now(), finished_at = NULL, start_log_id = ${STEP_LOG_ID_RESERVE}
-      WHERE id = $1 AND attempt = $2 AND status IN ('ready', 'running')`,
-    [p.stepId, p.attempt, p.runnerId],
-  );
-  return (rowCount ?? 0) > 0;
+  return (await stepsStart(client, [p])) > 0;
 }
 
-const STEPS_START = prepared(
+/**
+ * Starts delivered attempts, the rows of `delivered` (a from-item aliased `m` with step_id,
+ * attempt and runner_id): each step running on its runner, its started line's id reserved (read
+ * from the step by stepLogRead, not written). A stale attempt or a finished step is left alone.
+ * A statement of its own (stepsStart), or one more part of the delivery that made the leases.
+ */
+export const stepsStartSql = (delivered: string) =>
   `UPDATE steps s SET status = 'running', runner_id = m.runner_id, started_at = now(), finished_at = NULL, start_log_id = ${STEP_LOG_ID_RESERVE}
-       FROM unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, runner_id)
-      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')`,
-);
+       FROM ${delivered}
+      WHERE s.id = m.step_id AND s.attempt = m.attempt AND s.status IN ('ready', 'running')`;
+
+const STEPS_START = prepared(stepsStartSql('unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, runner_id)'));
 
 /** Batch stepStart: returns how many of the attempts were current and are now running. */
 export async function stepsStart(client: PoolClient, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<number> {

@@ -67,14 +67,14 @@ describe('what a dispatch tick reads', () => {
     }
   };
 
-  it('a busy tick with no run-scoped claim reads the posture with the parked runners, and no pins, caps or scoped runs', async () => {
+  it('a busy tick with no run-scoped claim reads the posture with the parked runners, and no pins, caps or scoped runs; its delivery starts the steps', async () => {
     await seedRun(other, { steps: ['s1', 's2', 's3', 's4', 's5'].map((name) => ({ name })) });
     const a1 = park(runners[0], 2);
     const a2 = park(runners[0], 1);
     const b = park(runners[1], 2);
     const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
     expect(tick).toMatchObject({ waiters: 3, claimed: 5, delivered: 5, returned: 0, held: null });
-    expect(kinds).toEqual(['posture+parked runners', 'BEGIN', 'claim', 'deliver', 'steps started', 'COMMIT']);
+    expect(kinds).toEqual(['posture+parked runners', 'BEGIN', 'claim', 'deliver', 'COMMIT']);
     const offers = await Promise.all([a1.offers, a2.offers, b.offers]);
     expect(offers.map((o) => o.length)).toEqual([2, 1, 2]);
     // The details of each offer came back with the delivery itself.
@@ -148,7 +148,7 @@ describe('what a dispatch tick reads', () => {
     const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
     expect(tick).toMatchObject({ waiters: 2, claimed: 3, delivered: 3 });
     // Its runner is read with the posture inside the tick, then one more claim serves it.
-    expect(kinds).toEqual(['posture+parked runners', 'BEGIN', 'claim', 'posture+parked runners', 'claim', 'deliver', 'steps started', 'COMMIT']);
+    expect(kinds).toEqual(['posture+parked runners', 'BEGIN', 'claim', 'posture+parked runners', 'claim', 'deliver', 'COMMIT']);
     expect((await first.offers).map((o) => o.step)).toEqual(['j1']);
     expect((await late!.offers).map((o) => o.step).sort()).toEqual(['j2', 'j3']);
   });
