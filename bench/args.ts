@@ -12,12 +12,14 @@ export interface BenchArgs {
   cpuProfDir?: string;
   /** Steps per submitted run in the throughput and replicas workloads (default 10). */
   stepsPerRun?: number;
+  /** Rounds of the whole scenario list, each against its own graphile-worker baseline (default 1). */
+  repeat: number;
   help: boolean;
 }
 
 export class ArgsError extends Error {}
 
-export const USAGE = `usage: npm run bench -- [--scenario NAME[,NAME]]... [--quick] [--database-url URL] [--out FILE] [--cpu-prof DIR]
+export const USAGE = `usage: npm run bench -- [--scenario NAME[,NAME]]... [--quick] [--database-url URL] [--out FILE] [--cpu-prof DIR] [--repeat N]
 
   --scenario NAME   one of ${SCENARIOS.join(', ')} (repeatable or comma list; default all)
   --quick           small sizes, about a minute in all (CI smoke run)
@@ -27,10 +29,13 @@ export const USAGE = `usage: npm run bench -- [--scenario NAME[,NAME]]... [--qui
   --cpu-prof DIR    run the opschain servers with --cpu-prof, writing profiles into DIR
                     (summarise one with: node dist/bench/profile.js FILE.cpuprofile)
   --steps-per-run N runs of N independent steps in the throughput workloads (default 10)
+  --repeat N        run the scenarios N times (1-9), each round against its own graphile-worker
+                    baseline, and print the medians, each ratio's range and how many rounds met
+                    each target
 `;
 
 export function parseArgs(argv: readonly string[]): BenchArgs {
-  const args: BenchArgs = { scenarios: [], quick: false, help: false };
+  const args: BenchArgs = { scenarios: [], quick: false, repeat: 1, help: false };
   const value = (i: number, flag: string): string => {
     const v = argv[i + 1];
     if (v === undefined || v.startsWith('--')) throw new ArgsError(`${flag} needs a value`);
@@ -70,6 +75,12 @@ export function parseArgs(argv: readonly string[]): BenchArgs {
         const n = Number(take());
         if (!Number.isInteger(n) || n < 1 || n > 1000) throw new ArgsError('--steps-per-run: expected an integer 1-1000');
         args.stepsPerRun = n;
+        break;
+      }
+      case '--repeat': {
+        const n = Number(take());
+        if (!Number.isInteger(n) || n < 1 || n > 9) throw new ArgsError('--repeat: expected an integer 1-9');
+        args.repeat = n;
         break;
       }
       case '--help':

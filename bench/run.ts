@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * `npm run bench`: opschain's dispatch plane measured against graphile-worker on the same
- * PostgreSQL in the same run. Markdown table on stderr, one JSON line per figure on stdout.
+ * PostgreSQL in the same run. Markdown table on stderr, one JSON line per figure on stdout
+ * (with --repeat, every round's and then the medians over the rounds).
  */
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -11,7 +12,7 @@ import { Baseline, baselineFigures } from './baseline.js';
 import { OpschainBench } from './opschain.js';
 import { Databases, prepareStatements, startBenchPostgres, type BenchPostgres } from './pg.js';
 import { onCleanup, runCleanups } from './procs.js';
-import { figureJson, markdownTable, round, type Figure } from './stats.js';
+import { figureJson, markdownTable, repeatedJson, repeatedTable, round, summariseRounds, type Figure } from './stats.js';
 
 const started = performance.now();
 function progress(msg: string): void {
@@ -48,27 +49,43 @@ async function main(): Promise<number> {
   await prepareStatements(pg);
   progress(machine(pg));
 
-  const baseline = new Baseline(pg, dbs, sizes, progress);
-  const opschain = new OpschainBench({ pg, dbs, args, sizes, progress, baseline });
-  const figures: Figure[] = [];
+  const rounds: Figure[][] = [];
+  const notes: string[] = [];
   const failures: string[] = [];
-  for (const scenario of args.scenarios) {
-    const t0 = performance.now();
-    try {
-      figures.push(...(await opschain.scenario(scenario)));
-      progress(`${scenario}: done in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    } catch (err) {
-      failures.push(`${scenario}: ${(err as Error).message}`);
-      progress(`${scenario}: FAILED: ${(err as Error).stack ?? (err as Error).message}`);
+  for (let r = 1; r <= args.repeat; r++) {
+    const round = args.repeat > 1 ? ` (round ${r} of ${args.repeat})` : '';
+    if (round) progress(`round ${r} of ${args.repeat}`);
+    // Each round measures its own baseline: its ratios compare figures taken minutes apart, not an hour.
+    const baseline = new Baseline(pg, dbs, sizes, progress);
+    const opschain = new OpschainBench({ pg, dbs, args, sizes, progress, baseline });
+    const figures: Figure[] = [];
+    for (const scenario of args.scenarios) {
+      const t0 = performance.now();
+      try {
+        figures.push(...(await opschain.scenario(scenario)));
+        progress(`${scenario}: done in ${((performance.now() - t0) / 1000).toFixed(1)} s${round}`);
+      } catch (err) {
+        failures.push(`${scenario}${round}: ${(err as Error).message}`);
+        progress(`${scenario}: FAILED${round}: ${(err as Error).stack ?? (err as Error).message}`);
+      }
     }
+    const measured = await baseline.measured();
+    rounds.push([...baselineFigures(measured.throughput, measured.latency), ...figures]);
+    notes.push(...opschain.notes.map((n) => (round ? `${n}${round}` : n)));
   }
-  const measured = await baseline.measured();
-  const all = [...baselineFigures(measured.throughput, measured.latency), ...figures];
-  const lines = all.map(figureJson);
+  const lines = rounds.flatMap((figures, i) => figures.map((f) => (args.repeat > 1 ? figureJson(f, i + 1) : figureJson(f))));
+  const repeated = args.repeat > 1 ? summariseRounds(rounds) : [];
+  lines.push(...repeated.map(repeatedJson));
   process.stdout.write(lines.map((l) => `${l}\n`).join(''));
   if (args.out) writeFileSync(args.out, lines.join('\n') + '\n');
-  process.stderr.write(`\n${machine(pg)}\n\n${markdownTable(all)}\n\n`);
-  for (const note of opschain.notes) process.stderr.write(`note: ${note}\n`);
+  process.stderr.write(`\n${machine(pg)}\n\n`);
+  if (args.repeat > 1) {
+    rounds.forEach((figures, i) => process.stderr.write(`round ${i + 1} of ${args.repeat}:\n\n${markdownTable(figures)}\n\n`));
+    process.stderr.write(`over ${args.repeat} rounds:\n\n${repeatedTable(repeated)}\n\n`);
+  } else {
+    process.stderr.write(`${markdownTable(rounds[0])}\n\n`);
+  }
+  for (const note of notes) process.stderr.write(`note: ${note}\n`);
   for (const f of failures) process.stderr.write(`failed: ${f}\n`);
   return failures.length ? 1 : 0;
 }

@@ -44,9 +44,10 @@ export function round(v: number, digits = 3): number {
   return Number(v.toPrecision(digits));
 }
 
-/** The JSON line the harness prints on stdout for one figure. */
-export function figureJson(f: Figure): string {
+/** The JSON line the harness prints on stdout for one figure (of round `ofRound` when the scenarios are repeated). */
+export function figureJson(f: Figure, ofRound?: number): string {
   const out: Record<string, unknown> = {
+    ...(ofRound !== undefined ? { round: ofRound } : {}),
     scenario: f.scenario,
     metric: f.metric,
     value: Number.isFinite(f.value) ? round(f.value, 4) : null,
@@ -85,4 +86,86 @@ export function markdownTable(figures: readonly Figure[]): string {
 /** Steps (or jobs) per second over an interval in milliseconds. */
 export function perSecond(count: number, ms: number): number {
   return ms > 0 ? (count * 1000) / ms : NaN;
+}
+
+/** One figure over repeated rounds of the same scenarios: medians, the ratio's range, how often its target was met. */
+export interface RepeatedFigure {
+  scenario: string;
+  metric: string;
+  unit: string;
+  rounds: number;
+  value: number;
+  baseline: number | null;
+  ratio: number | null;
+  ratioMin: number | null;
+  ratioMax: number | null;
+  target?: string;
+  /** Rounds whose figure met its target (of those that judged it). */
+  met?: { yes: number; of: number };
+}
+
+export function median(values: readonly number[]): number {
+  const s = values.filter(Number.isFinite).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
+/**
+ * The same figures of several rounds side by side, in the first round's order: on a shared
+ * machine one run can land either side of a target, so a target is judged by how many rounds
+ * met it. The median ratio is the median of each round's own ratio (opschain against
+ * graphile-worker measured in that round), not a ratio of medians.
+ */
+export function summariseRounds(rounds: readonly (readonly Figure[])[]): RepeatedFigure[] {
+  const key = (f: Figure) => `${f.scenario}\u0000${f.metric}`;
+  const groups = new Map<string, Figure[]>();
+  for (const figures of rounds) for (const f of figures) groups.set(key(f), [...(groups.get(key(f)) ?? []), f]);
+  return [...groups.values()].map((fs) => {
+    const ratios = fs.map((f) => f.ratio).filter((r): r is number => r !== null);
+    const baselines = fs.map((f) => f.baseline).filter((b): b is number => b !== null);
+    const judged = fs.filter((f) => f.met === true || f.met === false);
+    const out: RepeatedFigure = {
+      scenario: fs[0].scenario,
+      metric: fs[0].metric,
+      unit: fs[0].unit,
+      rounds: fs.length,
+      value: median(fs.map((f) => f.value)),
+      baseline: baselines.length ? median(baselines) : null,
+      ratio: ratios.length ? median(ratios) : null,
+      ratioMin: ratios.length ? Math.min(...ratios) : null,
+      ratioMax: ratios.length ? Math.max(...ratios) : null,
+    };
+    if (fs[0].target !== undefined) out.target = fs[0].target;
+    if (judged.length > 0) out.met = { yes: judged.filter((f) => f.met).length, of: judged.length };
+    return out;
+  });
+}
+
+/** The JSON line of a repeated figure (`"repeated": true` tells it from a round's own figure). */
+export function repeatedJson(f: RepeatedFigure): string {
+  const r = (v: number | null) => (v === null || !Number.isFinite(v) ? null : round(v, 4));
+  return JSON.stringify({
+    repeated: true, scenario: f.scenario, metric: f.metric, rounds: f.rounds, value: r(f.value), unit: f.unit, baseline: r(f.baseline),
+    ratio: r(f.ratio), ratio_min: r(f.ratioMin), ratio_max: r(f.ratioMax),
+    ...(f.target !== undefined ? { target: f.target } : {}),
+    ...(f.met ? { met: f.met.yes, judged: f.met.of } : {}),
+  });
+}
+
+/** The table of repeated figures: medians, the ratio's range over the rounds, and the rounds that met each target. */
+export function repeatedTable(figures: readonly RepeatedFigure[]): string {
+  const x = (v: number | null) => (v === null || !Number.isFinite(v) ? '—' : `${round(v, 3)}×`);
+  const head = ['scenario', 'metric', 'opschain (median)', 'graphile-worker (median)', 'ratio (median)', 'ratio range', 'target', 'met'];
+  const rows = figures.map((f) => [
+    f.scenario,
+    f.metric,
+    cell(f.value, f.unit),
+    cell(f.baseline, f.unit),
+    x(f.ratio),
+    f.ratioMin === null ? '—' : `${x(f.ratioMin)}–${x(f.ratioMax)}`,
+    f.target ?? '',
+    f.met ? `${f.met.yes} of ${f.met.of}` : '',
+  ]);
+  return [head, head.map(() => '---'), ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n');
 }

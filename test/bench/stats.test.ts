@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ArgsError, parseArgs, SCENARIOS, sizesFor } from '../../bench/args.js';
-import { figure, figureJson, markdownTable, percentile, perSecond, ratioOf, round } from '../../bench/stats.js';
+import { figure, figureJson, markdownTable, median, percentile, perSecond, ratioOf, repeatedJson, repeatedTable, round, summariseRounds } from '../../bench/stats.js';
 
 describe('bench statistics', () => {
   it('takes nearest-rank percentiles of unsorted samples', () => {
@@ -76,6 +76,35 @@ describe('bench flags', () => {
     expect(() => parseArgs(['--database-url', 'mysql://x'])).toThrow(/postgres/);
     expect(() => parseArgs(['--out'])).toThrow(/needs a value/);
     expect(parseArgs(['--database-url', 'postgres://u@h:5432/db']).databaseUrl).toBe('postgres://u@h:5432/db');
+    expect(parseArgs([]).repeat).toBe(1);
+    expect(parseArgs(['--repeat', '3']).repeat).toBe(3);
+    for (const bad of ['0', '10', '2.5', 'x']) expect(() => parseArgs(['--repeat', bad])).toThrow(/--repeat: expected an integer 1-9/);
+  });
+
+  it('sums repeated rounds up: medians, each round\'s own ratio, its range, and the rounds that met the target', () => {
+    const narrow = (value: number, baseline: number) => {
+      const f = figure({ scenario: 'throughput', metric: 'steps/s', value, unit: 'steps/s', baseline, better: 'higher', target: '≥ 0.15× graphile-worker' });
+      f.met = f.ratio! >= 0.15;
+      return f;
+    };
+    const rss = (value: number) => figure({ scenario: 'memory', metric: 'server RSS', value, unit: 'MiB', better: 'lower' });
+    const rounds = [[narrow(3_000, 20_000), rss(180)], [narrow(2_800, 16_000), rss(184)], [narrow(4_000, 25_000), rss(182)]];
+    const [steps, memory] = summariseRounds(rounds);
+    // Ratios 0.15, 0.175 and 0.16: the median of the rounds' ratios, not 3,000 / 20,000.
+    expect(steps).toMatchObject({ scenario: 'throughput', rounds: 3, value: 3_000, baseline: 20_000, ratioMin: 0.15, ratioMax: 0.175, met: { yes: 3, of: 3 } });
+    expect(steps.ratio).toBeCloseTo(0.16, 10);
+    expect(memory).toMatchObject({ scenario: 'memory', value: 182, baseline: null, ratio: null, ratioMin: null });
+    expect(memory.met).toBeUndefined();
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+    expect(median([])).toBeNaN();
+    expect(JSON.parse(repeatedJson(steps))).toEqual({
+      repeated: true, scenario: 'throughput', metric: 'steps/s', rounds: 3, value: 3_000, unit: 'steps/s', baseline: 20_000,
+      ratio: 0.16, ratio_min: 0.15, ratio_max: 0.175, target: '≥ 0.15× graphile-worker', met: 3, judged: 3,
+    });
+    const table = repeatedTable([steps, memory]).split('\n');
+    expect(table[2]).toBe('| throughput | steps/s | 3,000 steps/s | 20,000 steps/s | 0.16× | 0.15×–0.175× | ≥ 0.15× graphile-worker | 3 of 3 |');
+    expect(table[3]).toBe('| memory | server RSS | 182 MiB | — | — | — |  |  |');
+    expect(JSON.parse(figureJson(rounds[1][0], 2))).toMatchObject({ round: 2, scenario: 'throughput', value: 2_800 });
   });
 
   it('quick sizes are smaller than the full ones in every dimension', () => {
