@@ -322,11 +322,13 @@ export async function stepFinish(
 /**
  * CTEs l and c: the runs in `counts` (id, n) locked in id order (one global order, so concurrent
  * roll-ups never deadlock on runs), then their open counts lowered by n; c returns each run's
- * id, status and open count after.
+ * id, status and open count after. The update reads its counts from l alone: joined with
+ * `counts` as well, the planner rescanned one list per row of the other (quadratic in the runs
+ * of a group).
  */
 const closeRunsCtes = (counts: string) =>
-  `l AS (SELECT r.id FROM runs r JOIN ${counts} USING (id) ORDER BY r.id FOR NO KEY UPDATE OF r),
-        c AS (UPDATE runs r SET open_steps = r.open_steps - ${counts}.n FROM ${counts} JOIN l USING (id) WHERE r.id = ${counts}.id
+  `l AS (SELECT r.id, ${counts}.n FROM runs r JOIN ${counts} USING (id) ORDER BY r.id FOR NO KEY UPDATE OF r),
+        c AS (UPDATE runs r SET open_steps = r.open_steps - l.n FROM l WHERE r.id = l.id
               RETURNING r.id, r.status, r.open_steps)`;
 
 const STEPS_FINISH_CLOSE = prepared(
@@ -426,15 +428,16 @@ const STEPS_RELEASE_AFTER = prepared(
   `WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS f(run_id, name)),
           m AS (SELECT d.id, count(*)::int AS n FROM steps d JOIN f ON d.run_id = f.run_id AND f.name = ANY(d.needs)
                  WHERE d.status = 'pending' GROUP BY d.id),
-          l AS (SELECT s.id FROM steps s JOIN m USING (id) ORDER BY s.id FOR NO KEY UPDATE OF s)
+          -- The update reads its counts from l alone (see closeRunsCtes: no m-by-l rescans).
+          l AS (SELECT s.id, m.n FROM steps s JOIN m USING (id) ORDER BY s.id FOR NO KEY UPDATE OF s)
      UPDATE steps d
-        SET unmet_needs = greatest(d.unmet_needs - m.n, 0),
-            status = CASE WHEN d.unmet_needs - m.n <= 0 THEN 'ready' ELSE d.status END,
-            attempt = CASE WHEN d.unmet_needs - m.n <= 0 THEN d.attempt + 1 ELSE d.attempt END,
-            cause = CASE WHEN d.unmet_needs - m.n <= 0 THEN NULL ELSE d.cause END,
-            finished_at = CASE WHEN d.unmet_needs - m.n <= 0 THEN NULL ELSE d.finished_at END
-       FROM m JOIN l USING (id)
-      WHERE d.id = m.id AND d.status = 'pending'
+        SET unmet_needs = greatest(d.unmet_needs - l.n, 0),
+            status = CASE WHEN d.unmet_needs - l.n <= 0 THEN 'ready' ELSE d.status END,
+            attempt = CASE WHEN d.unmet_needs - l.n <= 0 THEN d.attempt + 1 ELSE d.attempt END,
+            cause = CASE WHEN d.unmet_needs - l.n <= 0 THEN NULL ELSE d.cause END,
+            finished_at = CASE WHEN d.unmet_needs - l.n <= 0 THEN NULL ELSE d.finished_at END
+       FROM l
+      WHERE d.id = l.id AND d.status = 'pending'
      RETURNING d.*`,
 );
 
@@ -545,7 +548,10 @@ const RUNS_FINISH = prepared(
           done AS (
             UPDATE runs r SET status = coalesce($2, v.status), cause = coalesce(r.cause, $3, v.cause), finished_at = now(), open_steps = v.open
               FROM verdict v
-             WHERE r.id = v.id AND r.status = 'running'
+             -- Each run is reached by its id. A plain status = 'running' lets the generic plan,
+             -- wherever the statistics show few running runs, scan every running run through the
+             -- status index and match them against the list: no index serves the IS TRUE form.
+             WHERE r.id = v.id AND (r.status = 'running') IS TRUE
             RETURNING r.id, r.status, r.template_name),
           unpinned AS (DELETE FROM scheduler_run_pins p USING done WHERE p.run_id = done.id)
      SELECT id, status, CASE WHEN template_name IS NOT NULL THEN pg_notify('opschain_triggers', 'run:' || template_name) END AS notified

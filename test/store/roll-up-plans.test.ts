@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import { runSubmitMany } from '../../src/orchestrator/submit.js';
+import { runFileLoad } from '../../src/orchestrator/runfile.js';
+import type { PoolClient } from '../../src/store/pool.js';
+import { runsFinish, stepsFinishClose, stepsReleaseAfter } from '../../src/store/runs.js';
+import { useTestDatabase } from '../support/db.js';
+
+interface PlanNode { 'Node Type': string; 'Index Name'?: string; 'Actual Loops'?: number; 'CTE Name'?: string; Plans?: PlanNode[] }
+
+const nodesOf = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodesOf)];
+
+function literal(v: unknown): string {
+  if (v === null || v === undefined) return 'NULL';
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (Array.isArray(v)) return literal(`{${v.map((x) => (x === null ? 'NULL' : `"${String(x).replace(/["\\]/g, '\\$&')}"`)).join(',')}}`);
+  return `'${String(v).replace(/'/g, "''")}'`;
+}
+
+/**
+ * The plan the server's prepared statement settles on (generic), executed for real inside a
+ * transaction that is rolled back: `call` runs the store function once to capture its statement.
+ */
+async function genericPlan(client: PoolClient, call: (c: PoolClient) => Promise<unknown>): Promise<PlanNode[]> {
+  let statement: { text: string; values: unknown[] } | undefined;
+  const original = client.query.bind(client) as (...x: unknown[]) => Promise<unknown>;
+  (client as unknown as { query: (...x: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const q = args[0] as { text?: string; values?: unknown[] };
+    if (typeof q === 'object' && q.text && !statement) statement = { text: q.text, values: q.values ?? [] };
+    return original(...args);
+  };
+  try {
+    await original('BEGIN');
+    await call(client);
+    await original('ROLLBACK');
+  } finally {
+    (client as unknown as { query: unknown }).query = original;
+  }
+  await client.query('BEGIN');
+  try {
+    await client.query(`SET LOCAL plan_cache_mode = force_generic_plan`);
+    await client.query(`PREPARE roll_up AS ${statement!.text}`);
+    // EXECUTE takes no bound parameters: the test's own values are written out as literals.
+    const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE roll_up(${statement!.values.map(literal).join(', ')})`);
+    return nodesOf(rows[0]['QUERY PLAN'][0].Plan as PlanNode);
+  } finally {
+    await client.query('ROLLBACK');
+    await client.query('DEALLOCATE ALL');
+  }
+}
+
+describe('the roll-up statements reach their rows by key, however large the estate', () => {
+  const db = useTestDatabase();
+
+  it('finishing runs reads them by id even where statistics show few running; no list is rescanned per row', async () => {
+    const pool = db.current.pool;
+    const file = (i: number) => runFileLoad(`name: r${i}\nsteps:\n  a: { run: echo a }\n  b: { run: echo b, needs: [a] }\n  c: { run: echo c, needs: [a] }\n`, []);
+    const runs = [];
+    for (let i = 0; i < 6; i++) runs.push(...(await runSubmitMany(pool, Array.from({ length: 100 }, (_, k) => file(i * 100 + k)), { actor: 'test' })));
+    // Statistics taken while nearly every run had ended; then every run is running again.
+    await pool.query(`UPDATE runs SET status = 'succeeded' WHERE id % 50 <> 0`);
+    await pool.query(`ANALYZE runs, steps`);
+    await pool.query(`UPDATE runs SET status = 'running'`);
+    const ids = runs.map((r) => r.runId);
+    const some = ids.filter((_, i) => i % 37 === 0);
+    const client = await pool.connect();
+    try {
+      const finish = await genericPlan(client, (c) => runsFinish(c, { runIds: some, override: { status: 'cancelled', cause: 'test' } }));
+      expect(finish.filter((n) => n['Index Name'] === 'runs_status_idx')).toEqual([]);
+
+      // 120 steps of 120 runs finish together, and free 240 dependents: each CTE is read once.
+      const { rows: roots } = await pool.query(`SELECT id::int, attempt, run_id::int FROM steps WHERE name = 'a' AND run_id = ANY($1::bigint[]) ORDER BY id LIMIT 120`, [ids]);
+      const close = await genericPlan(client, (c) =>
+        stepsFinishClose(c, roots.map((r) => ({ stepId: r.id, attempt: r.attempt, status: 'succeeded' as const, exitCode: 0, cause: null, runnerId: null, seal: false }))),
+      );
+      expect(close.filter((n) => n['Node Type'] === 'CTE Scan' && (n['Actual Loops'] ?? 0) > 1)).toEqual([]);
+      const release = await genericPlan(client, (c) => stepsReleaseAfter(c, roots.map((r) => ({ runId: r.run_id, name: 'a' }))));
+      expect(release.filter((n) => n['Node Type'] === 'CTE Scan' && (n['Actual Loops'] ?? 0) > 1)).toEqual([]);
+    } finally {
+      client.release();
+    }
+  });
+});
