@@ -426,8 +426,12 @@ export async function stepsRelease(client: PoolClient, p: { runId: number }): Pr
 
 const STEPS_RELEASE_AFTER = prepared(
   `WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS f(run_id, name)),
-          m AS (SELECT d.id, count(*)::int AS n FROM steps d JOIN f ON d.run_id = f.run_id AND f.name = ANY(d.needs)
-                 WHERE d.status = 'pending' GROUP BY d.id),
+          -- Each run's dependents through the (run_id, name) index, run by run: a join over the
+          -- whole list let the plan hash it against every pending step of the estate instead.
+          -- OFFSET 0 keeps the per-run subquery from being pulled up into that join.
+          m AS (SELECT d.id, count(*)::int AS n
+                  FROM f CROSS JOIN LATERAL (SELECT d.id FROM steps d WHERE d.run_id = f.run_id AND d.status = 'pending' AND f.name = ANY(d.needs) OFFSET 0) d
+                 GROUP BY d.id),
           -- The update reads its counts from l alone (see closeRunsCtes: no m-by-l rescans).
           l AS (SELECT s.id, m.n FROM steps s JOIN m USING (id) ORDER BY s.id FOR NO KEY UPDATE OF s)
      UPDATE steps d
