@@ -26,7 +26,10 @@ async function enqueueSteps(client: PoolClient, runs: RunRow[], steps: StepRow[]
   if (steps.length === 0) return [];
   const byId = new Map(runs.map((r) => [r.id, r]));
   const queued = steps.filter((s) => byId.has(s.runId));
-  const targets = queued.map((s) => byId.get(s.runId)!).filter((r, i) => placementFromBinding(r, queued[i])).map((r) => r.target!);
+  const targets = queued.flatMap((s) => {
+    const run = byId.get(s.runId)!;
+    return placementFromBinding(run, s) ? [run.target!] : [];
+  });
   const bindings = await placementBindingsOver(client, targets);
   return queueEnqueue(
     client,
