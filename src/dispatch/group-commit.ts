@@ -40,9 +40,9 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
     const byKey = new Map<string, CompletionRef>();
     for (const c of completions) if (!byKey.has(heldKey(c))) byKey.set(heldKey(c), c);
     const outcomes: StepOutcome[] = rows.map((lease) => {
-      const key = heldKey({ stepId: lease.stepId, token: lease.token, runnerId: lease.runnerId! });
+      const key = heldKey(lease);
       ended.add(key);
-      completed.set(lease.runnerId!, (completed.get(lease.runnerId!) ?? 0) + 1);
+      completed.set(lease.runnerId, (completed.get(lease.runnerId) ?? 0) + 1);
       const c = byKey.get(key)!;
       return {
         stepId: lease.stepId,

@@ -2,13 +2,13 @@ import { classify, placementFromBinding } from '../core/classify.js';
 import type { PoolClient } from '../store/pool.js';
 import { placementBindingsOver } from '../store/placement.js';
 import { queueEnqueue } from '../store/queue.js';
-import { runsGet, type RunRow, type StepRow } from '../store/runs.js';
+import { runsToClassify, type ReadyStep, type RunToClassify } from '../store/runs.js';
 
 /**
  * Classifies ready steps of one run (at their current attempt) and puts them on the queue.
  * Idempotent per (step, attempt) through queueEnqueue; returns the step ids actually queued.
  */
-export async function enqueueReadySteps(client: PoolClient, run: RunRow, steps: StepRow[]): Promise<number[]> {
+export async function enqueueReadySteps(client: PoolClient, run: RunToClassify, steps: ReadyStep[]): Promise<number[]> {
   return enqueueSteps(client, [run], steps);
 }
 
@@ -16,13 +16,13 @@ export async function enqueueReadySteps(client: PoolClient, run: RunRow, steps: 
  * Ready steps of any number of runs (those a group of completions freed): the runs read once,
  * one enqueue statement for all.
  */
-export async function enqueueFreedSteps(client: PoolClient, steps: StepRow[]): Promise<number[]> {
+export async function enqueueFreedSteps(client: PoolClient, steps: ReadyStep[]): Promise<number[]> {
   if (steps.length === 0) return [];
-  return enqueueSteps(client, await runsGet(client, [...new Set(steps.map((s) => s.runId))]), steps);
+  return enqueueSteps(client, await runsToClassify(client, [...new Set(steps.map((s) => s.runId))]), steps);
 }
 
 /** Only steps a path binding may place read the bindings, over their runs' targets, in one read. */
-async function enqueueSteps(client: PoolClient, runs: RunRow[], steps: StepRow[]): Promise<number[]> {
+async function enqueueSteps(client: PoolClient, runs: RunToClassify[], steps: ReadyStep[]): Promise<number[]> {
   if (steps.length === 0) return [];
   const byId = new Map(runs.map((r) => [r.id, r]));
   const queued = steps.filter((s) => byId.has(s.runId));

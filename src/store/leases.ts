@@ -182,19 +182,22 @@ const LEASE_COMPLETE = prepared(
                  WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id RETURNING l.*),
           ${doneCte('token')},
           ${HOLDS_CTE}
-     SELECT ${leaseCols('d')} FROM d`,
+     SELECT d.step_id, d.run_id, d.attempt, d.token, d.runner_id FROM d`,
 );
+
+/** A lease a completion ended: what the orchestrator is told of it. */
+export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token'> & { runnerId: string };
 
 /**
  * Ends leases whose tokens match, each presented by the runner that holds it (items of many
  * runners in one statement): deletes them, records (step, attempt, token, runner) done and drops
- * their pool holds. Returns the ended leases; the caller reports them to the orchestrator in the
- * same transaction.
+ * their pool holds. Returns the ended leases (only what the caller reports of them to the
+ * orchestrator, in the same transaction: every column read back costs both ends).
  */
-export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef[] }): Promise<LeaseRow[]> {
+export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef[] }): Promise<CompletedLease[]> {
   if (p.items.length === 0) return [];
   const { rows } = await client.query(LEASE_COMPLETE(heldRefs(p.items)));
-  return rows.map(mapLease);
+  return rows.map((r) => ({ stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id }));
 }
 
 const DONE_BY_TOKEN = prepared(

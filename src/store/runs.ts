@@ -189,11 +189,16 @@ export async function runsInsertQueued(db: Db, runs: RunToQueue[]): Promise<Arra
   return out;
 }
 
-/** Several runs in one read (unlocked). */
-export async function runsGet(db: Db, runIds: number[]): Promise<RunRow[]> {
+/** What classify reads of a run. */
+export type RunToClassify = Pick<RunRow, 'id' | 'project' | 'priority' | 'scope' | 'maxParallelSteps' | 'placement' | 'target'>;
+
+const RUNS_TO_CLASSIFY = prepared(`SELECT id, project, priority, scope, max_parallel_steps, placement, target FROM runs WHERE id = ANY($1::bigint[])`);
+
+/** Several runs, as classify reads them, in one read (unlocked): not their definitions, env or payloads. */
+export async function runsToClassify(db: Db, runIds: number[]): Promise<RunToClassify[]> {
   if (runIds.length === 0) return [];
-  const { rows } = await db.query(`SELECT * FROM runs WHERE id = ANY($1::bigint[])`, [runIds]);
-  return rows.map(mapRun);
+  const { rows } = await db.query(RUNS_TO_CLASSIFY([runIds]));
+  return rows.map((r) => ({ id: Number(r.id), project: r.project, priority: r.priority, scope: r.scope, maxParallelSteps: r.max_parallel_steps, placement: r.placement, target: r.target }));
 }
 
 export async function runGet(db: Db, runId: number): Promise<RunRow | null> {
@@ -442,8 +447,11 @@ const STEPS_RELEASE_AFTER = prepared(
             finished_at = CASE WHEN d.unmet_needs - l.n <= 0 THEN NULL ELSE d.finished_at END
        FROM l
       WHERE d.id = l.id AND d.status = 'pending'
-     RETURNING d.*`,
+     RETURNING d.id, d.run_id, d.status, d.attempt, d.priority, d.placement, d.pools, d.load`,
 );
+
+/** What an enqueue reads of a step that became ready. */
+export type ReadyStep = Pick<StepRow, 'id' | 'runId' | 'attempt' | 'priority' | 'placement' | 'pools' | 'load'>;
 
 /**
  * These steps just succeeded: each pending dependent's count of unmet needs goes down by how many
@@ -451,10 +459,13 @@ const STEPS_RELEASE_AFTER = prepared(
  * enqueue). One statement for any number of runs, without the run row: dependents are locked in
  * id order, so two batches freeing the same step serialise on it and exactly one sees zero.
  */
-export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ runId: number; name: string }>): Promise<StepRow[]> {
+export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ runId: number; name: string }>): Promise<ReadyStep[]> {
   if (succeeded.length === 0) return [];
   const { rows } = await client.query(STEPS_RELEASE_AFTER([succeeded.map((s) => s.runId), succeeded.map((s) => s.name)]));
-  return rows.map(mapStep).filter((s) => s.status === 'ready').sort((a, b) => a.id - b.id);
+  return rows
+    .filter((r) => r.status === 'ready')
+    .map((r) => ({ id: Number(r.id), runId: Number(r.run_id), attempt: r.attempt, priority: r.priority, placement: r.placement, pools: r.pools ?? [], load: Number(r.load) }))
+    .sort((a, b) => a.id - b.id);
 }
 
 const RUNS_CLOSE_STEPS = prepared(
