@@ -1,6 +1,6 @@
 import type { QueueEntry, Waiter } from '../core/entry.js';
 import { planDelivery, type Delivery, type FleetRunner, type PoolState } from '../core/plan.js';
-import { leaseDeliver, leasesOutstandingByRun, pinsCreate, pinsForRuns, type LeaseRow, type OfferDetail } from '../store/leases.js';
+import { leaseDeliver, leasesOutstandingByRun, pinsCreate, pinsForRuns, type DeliveredLease, type OfferDetail } from '../store/leases.js';
 import { fleetParkedRead, fleetRead, type FleetRunnerRow } from '../store/fleet.js';
 import { withTransaction } from '../store/pool.js';
 import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
@@ -191,7 +191,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
       after = { lane: last.lane, position: last.position };
     }
     result.returned = unplaced.length;
-    if (deliveries.length === 0) return { leases: [] as Array<{ lease: LeaseRow; call: ParkedAcquire }>, details: new Map<number, OfferDetail>(), deliveries };
+    if (deliveries.length === 0) return { leases: [] as Array<{ lease: DeliveredLease; call: ParkedAcquire }>, details: new Map<number, OfferDetail>(), deliveries };
     // Pool holds, all or none per step, limit rows locked in name order; a step another replica
     // filled the pool ahead of stays queued (its claim is simply not delivered).
     const granted = await poolHoldAcquireMany(client, deliveries.filter((d) => d.entry.pools.length > 0).map((d) => ({ stepId: d.entry.stepId, attempt: d.entry.attempt, pools: d.entry.pools })));
@@ -223,7 +223,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     const leased = new Set(leases.map((l) => l.stepId));
     const unheld = deliveries.filter((d) => d.entry.pools.length > 0 && !leased.has(d.entry.stepId)).map((d) => d.entry.stepId);
     if (unheld.length > 0) await poolHoldRelease(client, unheld);
-    if (!along) await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId! })));
+    if (!along) await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId })));
     const details = new Map<number, OfferDetail>();
     for (const o of offers) if (o.detail) details.set(o.lease.stepId, o.detail);
     return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries };
@@ -232,7 +232,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
   result.waiters = calls.length;
   result.delivered = delivered.leases.length;
   // Fair-share advances only for deliveries that committed.
-  const committed = new Map(delivered.leases.map((l) => [l.lease.stepId, l.lease.deliveredAt ?? l.lease.claimedAt]));
+  const committed = new Map(delivered.leases.map((l) => [l.lease.stepId, l.lease.deliveredAt]));
   const waits: Array<{ lane: QueueEntry['lane']; seconds: number }> = [];
   for (const d of delivered.deliveries) {
     const at = committed.get(d.entry.stepId);
@@ -254,14 +254,14 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
 }
 
 /** Hands committed leases to their parked calls; a call that went away meanwhile gets them handed back. */
-async function answer(deps: DispatchDeps, delivered: Array<{ lease: LeaseRow; call: ParkedAcquire }>, details: Map<number, OfferDetail>): Promise<void> {
+async function answer(deps: DispatchDeps, delivered: Array<{ lease: DeliveredLease; call: ParkedAcquire }>, details: Map<number, OfferDetail>): Promise<void> {
   const perCall = new Map<ParkedAcquire, Offer[]>();
-  const leasesOf = new Map<ParkedAcquire, LeaseRow[]>();
+  const leasesOf = new Map<ParkedAcquire, DeliveredLease[]>();
   for (const { lease, call } of delivered) {
     perCall.set(call, [...(perCall.get(call) ?? []), toOffer(lease, details.get(lease.stepId), deps.ttlMs, deps.defaultStepTimeoutMs)]);
     leasesOf.set(call, [...(leasesOf.get(call) ?? []), lease]);
   }
-  const orphaned: LeaseRow[] = [];
+  const orphaned: DeliveredLease[] = [];
   for (const [call, offers] of perCall) {
     if (call.deliver(offers)) deps.events.emit('lease:delivered', { runnerId: call.runner.id, offers: offers.length });
     else orphaned.push(...leasesOf.get(call)!);

@@ -67,7 +67,7 @@ export async function releaseLeases(deps: DispatchDeps, runnerId: string, items:
 }
 
 /** Leases nothing external saw go back at their original attempt and position. */
-export async function handBack(deps: DispatchDeps, leases: LeaseRow[], reason: string): Promise<void> {
+export async function handBack(deps: DispatchDeps, leases: Array<Pick<LeaseRow, 'stepId' | 'token'>>, reason: string): Promise<void> {
   await withTransaction(deps.pool, async (client) => {
     const rows = await leaseReturn(client, { items: leases.map((l) => ({ stepId: l.stepId, token: l.token })), newAttempt: false });
     for (const l of rows) await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt, reason });

@@ -33,7 +33,7 @@ export function renewIntervalMs(ttlMs: number): number {
 }
 
 /** The offer of a delivered lease; a step with no timeout of its own gets `defaultTimeoutMs` (steps.default_timeout). */
-export function toOffer(lease: LeaseRow, detail: OfferDetail | undefined, ttlMs: number, defaultTimeoutMs?: number): Offer {
+export function toOffer(lease: Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'maxParallel' | 'runScope' | 'ackedAt'>, detail: OfferDetail | undefined, ttlMs: number, defaultTimeoutMs?: number): Offer {
   return {
     step_id: lease.stepId,
     run_id: lease.runId,

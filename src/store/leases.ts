@@ -89,9 +89,13 @@ const deliverSql = (along?: DeliveryWrite) =>
               FROM d JOIN m USING (step_id)
             RETURNING *)${along ? `,
           along AS (${along('l AS m')})` : ''}
-     SELECT ${leaseCols('l')}, ${DETAIL_COLS} FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`;
+     SELECT l.step_id, l.run_id, l.attempt, l.token, l.runner_id, l.run_scope, l.max_parallel, l.delivered_at, l.acked_at, ${DETAIL_COLS}
+       FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`;
 
 const LEASE_DELIVER = prepared(deliverSql());
+
+/** A lease as its delivery returns it: what its offer and the tick read of it, no more. */
+export type DeliveredLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'runScope' | 'maxParallel' | 'ackedAt'> & { runnerId: string; deliveredAt: Date };
 /** The delivery with each write that rode on it, made once per write. */
 const deliverAlong = new Map<DeliveryWrite, ReturnType<typeof prepared>>();
 
@@ -104,7 +108,7 @@ const deliverAlong = new Map<DeliveryWrite, ReturnType<typeof prepared>>();
 export async function leaseDeliver(
   client: PoolClient,
   p: { holder: string; ttlMs: number; ackMs: number; items: DeliverItem[]; along?: DeliveryWrite },
-): Promise<Array<{ lease: LeaseRow; detail: OfferDetail | undefined }>> {
+): Promise<Array<{ lease: DeliveredLease; detail: OfferDetail | undefined }>> {
   if (p.items.length === 0) return [];
   let statement = LEASE_DELIVER;
   if (p.along) {
@@ -112,7 +116,13 @@ export async function leaseDeliver(
     deliverAlong.set(p.along, statement);
   }
   const { rows } = await client.query(statement([p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)]));
-  return rows.map((r) => ({ lease: mapLease(r), detail: r.detail_step_id == null ? undefined : mapDetail(r) }));
+  return rows.map((r) => ({
+    lease: {
+      stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id,
+      runScope: r.run_scope, maxParallel: r.max_parallel, deliveredAt: r.delivered_at, ackedAt: r.acked_at,
+    },
+    detail: r.detail_step_id == null ? undefined : mapDetail(r),
+  }));
 }
 
 /**
