@@ -35,9 +35,7 @@ async function enqueueSteps(client: PoolClient, runs: RunToClassify[], steps: Re
     client,
     queued.map((s) => {
       const run = byId.get(s.runId)!;
-      const runInput = { project: run.project, priority: run.priority, scope: run.scope, maxParallelSteps: run.maxParallelSteps, placement: run.placement, target: run.target };
-      const step = { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load };
-      return { stepId: s.id, runId: run.id, attempt: s.attempt, ...classify({ run: runInput, step, bindings: (run.target && bindings.get(run.target)) || [] }) };
+      return { stepId: s.id, runId: run.id, attempt: s.attempt, ...classify({ run, step: s, bindings: (run.target && bindings.get(run.target)) || [] }) };
     }),
   );
 }

@@ -85,13 +85,8 @@ async function submitRuns(db: Pool | PoolClient, items: Array<{ file: LoadedRunF
   const bindings = await placementBindingsOver(db, targeted.map((d) => d.target!));
   const runs: RunToQueue[] = items.map(({ file, by }) => {
     const d = file.definition;
-    const runInput = { project: d.project, priority: d.priority, scope: d.scope, maxParallelSteps: d.maxParallelSteps, placement: d.placement, target: d.target };
-    const input = { bindings: (d.target && bindings.get(d.target)) || [] };
-    const queue = new Map(
-      d.steps
-        .filter((s) => s.needs.length === 0)
-        .map((s) => [s.name, classify({ run: runInput, step: { priority: s.priority, placement: s.placement, pools: s.pools, load: s.load }, ...input })]),
-    );
+    const over = (d.target && bindings.get(d.target)) || [];
+    const queue = new Map(d.steps.filter((s) => s.needs.length === 0).map((s) => [s.name, classify({ run: d, step: s, bindings: over })]));
     return {
       definition: d,
       source: file.source,
