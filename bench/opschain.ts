@@ -514,15 +514,18 @@ export class OpschainBench {
     const base = await env.baseline.throughput();
     const one = this.env.args.scenarios.includes('throughput') ? await this.throughput() : undefined;
     const r = await this.drain('replicas', env.sizes.replicas);
-    const f = figure({ scenario: 'replicas', metric: `steps/s (${r.steps} steps, ${env.sizes.replicas} replicas, ${env.sizes.runners} runners)`, value: r.stepsPerSecond, unit: 'steps/s', baseline: base.jobsPerSecond, better: 'higher', target: '≥ 1 replica, no 5xx' });
-    if (one) {
-      f.met = r.stepsPerSecond >= one.stepsPerSecond && r.errors === 0;
-      f.note = `1 replica: ${round(one.stepsPerSecond)} steps/s; ${env.sizes.replicas} replicas: ${round((r.stepsPerSecond / one.stepsPerSecond) * 100)}% of it; ${r.errors} retried errors (5xx or transport)`;
-    } else {
-      f.met = null;
+    const f = figure({ scenario: 'replicas', metric: `steps/s (${r.steps} steps, ${env.sizes.replicas} replicas, ${env.sizes.runners} runners)`, value: r.stepsPerSecond, unit: 'steps/s', baseline: base.jobsPerSecond, better: 'higher' });
+    if (!one) {
       f.note = 'run with the throughput scenario to compare with one replica';
+      return [f];
     }
-    return [f];
+    f.note = `1 replica: ${round(one.stepsPerSecond)} steps/s; ${r.errors} retried errors (5xx or transport)`;
+    // The target is against one replica of the same run, so it is a figure of its own: repeated
+    // rounds then show its median and how many rounds met it, not a ratio to graphile-worker.
+    const vsOne = figure({ scenario: 'replicas', metric: `${env.sizes.replicas} replicas vs 1 replica`, value: (r.stepsPerSecond / one.stepsPerSecond) * 100, unit: '%', better: 'higher', target: '≥ 100%, no 5xx' });
+    vsOne.met = r.stepsPerSecond >= one.stepsPerSecond && r.errors === 0;
+    vsOne.note = `${r.errors} retried errors (5xx or transport)`;
+    return [f, vsOne];
   }
 
   /** Server RSS with a deep backlog nobody parked can take, and many parked runners. */
