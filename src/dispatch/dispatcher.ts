@@ -1,7 +1,7 @@
 import type { QueueEntry, Waiter } from '../core/entry.js';
 import { planDelivery, type Delivery, type FleetRunner, type PoolState } from '../core/plan.js';
 import { leaseDeliver, leasesOutstandingByRun, pinsCreate, pinsForRuns, type DeliveredLease, type OfferDetail } from '../store/leases.js';
-import { fleetParkedRead, fleetRead, type FleetRunnerRow } from '../store/fleet.js';
+import { fleetParkedRead, fleetRead, type ParkedRunnerRow } from '../store/fleet.js';
 import { withTransaction } from '../store/pool.js';
 import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
 import type { PostureField } from '../store/posture.js';
@@ -50,7 +50,7 @@ class TickWaiters {
   readonly runnerRuns = new Map<string, number>();
   private readonly plannedLoad = new Map<string, number>();
 
-  add(calls: ParkedAcquire[], rows: FleetRunnerRow[]): void {
+  add(calls: ParkedAcquire[], rows: ParkedRunnerRow[]): void {
     const byId = new Map(rows.map((r) => [r.runnerId, r]));
     for (const a of calls) {
       const p = byId.get(a.runner.id);

@@ -31,9 +31,9 @@ export interface FleetRunnerRow extends VerdictRunner {
   scopedRunId: number | null;
 }
 
-const mapRunner = (r: any): FleetRunnerRow => ({
+/** A row of PARKED_COLUMNS (or more). */
+const mapParked = (r: any): ParkedRunnerRow => ({
   runnerId: r.id,
-  runnerName: r.name,
   group: r.group_name,
   labels: r.labels ?? [],
   executors: r.executors ?? [],
@@ -42,6 +42,13 @@ const mapRunner = (r: any): FleetRunnerRow => ({
   maxLoad: Number(r.max_load),
   runningLoad: Number(r.running_load),
   drained: r.drained || r.group_drained,
+  scopedRunId: r.scoped_run == null ? null : Number(r.scoped_run),
+});
+
+/** A row of FLEET_COLUMNS. */
+const mapRunner = (r: any): FleetRunnerRow => ({
+  ...mapParked(r),
+  runnerName: r.name,
   runnerDrained: r.drained,
   groupDrained: r.group_drained,
   drainReason: r.drained ? r.drain_reason : r.group_drained ? r.group_drain_reason : null,
@@ -52,29 +59,36 @@ const mapRunner = (r: any): FleetRunnerRow => ({
   maxParallelSteps: r.max_parallel_steps,
   lastSeenAt: r.last_seen_at,
   leases: Number(r.leases),
-  scopedRunId: r.scoped_run == null ? null : Number(r.scoped_run),
 });
 
-/**
- * Every undeleted runner (or those of $1) with its group's attributes, exclusive and drain flags,
- * and its live leases: their count, their summed load (its running load) and the run-scoped run
- * among them.
- */
-const fleetSql = (runnersFilter: string) => `SELECT r.id, r.name, r.group_name, r.labels, r.executors, r.max_load, r.max_parallel_steps, r.site, r.state,
+/** Everything the fleet views read of a runner (mapRunner). */
+const FLEET_COLUMNS = `r.id, r.name, r.group_name, r.labels, r.executors, r.max_load, r.max_parallel_steps, r.site, r.state,
             r.last_seen_at, r.drained, r.drain_reason,
             coalesce(g.attributes, '{}'::jsonb) AS attributes, coalesce(g.exclusive, false) AS exclusive,
             coalesce(g.drained, false) AS group_drained, g.drain_reason AS group_drain_reason,
-            coalesce(l.load, 0) AS running_load, coalesce(l.n, 0) AS leases, l.scoped_run
+            coalesce(l.load, 0) AS running_load, coalesce(l.n, 0) AS leases, l.scoped_run`;
+
+/** What a dispatch tick reads of a parked runner (mapParked): no name, state or times to parse. */
+const PARKED_COLUMNS = `r.id, r.group_name, r.labels, r.executors, r.max_load, r.drained,
+            coalesce(g.attributes, '{}'::jsonb) AS attributes, coalesce(g.exclusive, false) AS exclusive,
+            coalesce(g.drained, false) AS group_drained, coalesce(l.load, 0) AS running_load, l.scoped_run`;
+
+/**
+ * Undeleted runners whose id `ids` admits (a condition over the id column it is given) with their
+ * group's attributes, exclusive and drain flags, and their live leases: their count, their summed
+ * load (the running load) and the run-scoped run among them.
+ */
+const fleetSql = (ids: (column: string) => string, columns: string) => `SELECT ${columns}
        FROM runners r
        LEFT JOIN runner_groups g ON g.name = r.group_name
        LEFT JOIN (SELECT runner_id, sum(load) AS load, count(*) AS n, min(run_id) FILTER (WHERE run_scope) AS scoped_run
                     FROM scheduler_job_leases
-                   WHERE runner_id IS NOT NULL AND ${runnersFilter.replaceAll('r.id', 'runner_id')}
+                   WHERE runner_id IS NOT NULL AND ${ids('runner_id')}
                    GROUP BY runner_id) l ON l.runner_id = r.id
-      WHERE r.deleted_at IS NULL AND ${runnersFilter}`;
+      WHERE r.deleted_at IS NULL AND ${ids('r.id')}`;
 
 /** Every runner, or those in $1 when it is not null. */
-const FLEET_SQL = fleetSql('($1::text[] IS NULL OR r.id = ANY($1::text[]))');
+const FLEET_SQL = fleetSql((id) => `($1::text[] IS NULL OR ${id} = ANY($1::text[]))`, FLEET_COLUMNS);
 
 const FLEET_PARKED_READ = prepared(
   // The runners are always listed here, so the statement names them plainly: its generic plan
@@ -83,7 +97,7 @@ const FLEET_PARKED_READ = prepared(
      FROM (SELECT coalesce(bool_or(quiesced), false) AS quiesced, coalesce(bool_or(halted), false) AS halted,
                   coalesce(bool_or(system_quiesced), false) AS system_quiesced
              FROM fleet_posture WHERE id) p
-     LEFT JOIN (${fleetSql('r.id = ANY($1::text[])')}) f ON true`,
+     LEFT JOIN (${fleetSql((id) => `${id} = ANY($1::text[])`, PARKED_COLUMNS)}) f ON true`,
 );
 
 /** The fleet in one statement: every undeleted runner, or just `runnerIds`. */
@@ -92,10 +106,13 @@ export async function fleetRead(db: Db, opts: { runnerIds?: string[] } = {}): Pr
   return rows.map(mapRunner);
 }
 
+/** What a dispatch tick reads of a parked runner: its placement facts, drain state, running load and scoped run. */
+export type ParkedRunnerRow = Pick<FleetRunnerRow, 'runnerId' | 'group' | 'labels' | 'executors' | 'groupAttributes' | 'exclusive' | 'maxLoad' | 'runningLoad' | 'drained' | 'scopedRunId'>;
+
 /** What a dispatch tick reads before it claims: the posture flags and the parked runners' rows. */
 export interface ParkedFleet {
   posture: Pick<FleetPosture, 'quiesced' | 'halted' | 'systemQuiesced'>;
-  runners: FleetRunnerRow[];
+  runners: ParkedRunnerRow[];
 }
 
 /**
@@ -107,7 +124,7 @@ export async function fleetParkedRead(db: Db, runnerIds: string[]): Promise<Park
   const p = rows[0];
   return {
     posture: { quiesced: p.posture_quiesced, halted: p.posture_halted, systemQuiesced: p.posture_system_quiesced },
-    runners: rows.filter((r) => r.id !== null).map(mapRunner),
+    runners: rows.filter((r) => r.id !== null).map(mapParked),
   };
 }
 
