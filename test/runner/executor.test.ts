@@ -55,7 +55,8 @@ describe('executor', () => {
 
   it('background jobs left behind by a finished step are ended with it', async () => {
     const pidFile = join(dir, 'left.pid');
-    const r = run(`(sleep 300 >/dev/null 2>&1 &) ; sh -c 'echo $$ > ${pidFile}; exec sleep 300' > /dev/null 2>&1 & sleep 0.1; exit 0`);
+    // The step ends once the leftover has written its pid (not after a fixed sleep: a busy machine may not have run it yet).
+    const r = run(`(sleep 300 >/dev/null 2>&1 &) ; sh -c 'echo $$ > ${pidFile}; exec sleep 300' > /dev/null 2>&1 & while [ ! -s ${pidFile} ]; do sleep 0.02; done; exit 0`);
     const result = await r.exec.done;
     expect(result.exitCode).toBe(0);
     const left = Number(readFileSync(pidFile, 'utf8').trim());
