@@ -1,5 +1,4 @@
 import { LANE_NAMES, SHARD_COUNT, type Classification, type PlacementRequirement, type QueueEntry } from '../core/entry.js';
-import { shardOf } from '../core/fnv.js';
 import { textArrayOrNullSql } from './arrays.js';
 import type { Pool, PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
@@ -55,9 +54,9 @@ export const mapEntry = (r: any): QueueEntry => ({
 const QUEUE_ENQUEUE = prepared(
   `WITH q AS (
      INSERT INTO queue_ready (${ENQUEUED_COLUMNS.join(', ')})
-     SELECT i.step_id, i.run_id, i.shard, i.attempt, i.priority, i.lane, i.fair_key, ${projectWeightSql('i.fair_key')},
+     SELECT i.step_id, i.run_id, run_shard(i.run_id), i.attempt, i.priority, i.lane, i.fair_key, ${projectWeightSql('i.fair_key')},
             ${textArrayOrNullSql('i.pools')}, i.requirement, i.load, i.run_scope, i.max_parallel, i.site_stamp
-       FROM jsonb_to_recordset($1::jsonb) AS i(step_id bigint, run_id bigint, shard smallint, attempt int, priority smallint,
+       FROM jsonb_to_recordset($1::jsonb) AS i(step_id bigint, run_id bigint, attempt int, priority smallint,
               lane smallint, fair_key text, pools jsonb, requirement jsonb, load real, run_scope boolean,
               max_parallel int, site_stamp text)
       WHERE NOT EXISTS (SELECT 1 FROM scheduler_done d WHERE d.step_id = i.step_id AND d.attempt = i.attempt)
@@ -82,7 +81,6 @@ export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number
         items.map((i) => ({
           step_id: i.stepId,
           run_id: i.runId,
-          shard: shardOf(i.runId),
           attempt: i.attempt,
           priority: i.priority,
           lane: i.lane,

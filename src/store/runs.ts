@@ -198,7 +198,7 @@ const RUNS_TO_CLASSIFY = prepared(`SELECT id, project, priority, scope, max_para
 export async function runsToClassify(db: Db, runIds: number[]): Promise<RunToClassify[]> {
   if (runIds.length === 0) return [];
   const { rows } = await db.query(RUNS_TO_CLASSIFY([runIds]));
-  return rows.map((r) => ({ id: Number(r.id), project: r.project, priority: r.priority, scope: r.scope, maxParallelSteps: r.max_parallel_steps, placement: r.placement, target: r.target }));
+  return rows.map(mapRun);
 }
 
 export async function runGet(db: Db, runId: number): Promise<RunRow | null> {
