@@ -100,6 +100,11 @@ export function parseArgs(argv: readonly string[]): BenchArgs {
 export interface Sizes {
   /** Steps (and graphile-worker jobs) drained by the throughput and replicas scenarios. */
   throughputSteps: number;
+  /**
+   * Steps (and jobs) drained untimed before each drain is measured, on the same server (and
+   * worker): its code compiled, its connections open and its statements prepared, as on a live system.
+   */
+  warmupSteps: number;
   stepsPerRun: number;
   runners: number;
   /** Offers a simulated runner asks for per acquire (and its registered max_load). */
@@ -135,6 +140,6 @@ export interface Sizes {
 export function sizesFor(quick: boolean): Sizes {
   const common = { stepsPerRun: 10, wideRunners: 8, wideSlots: 32, bulkBatch: 100, floorWorkers: 8, floorClaim: 64, latencySpacingMs: 20, baselineConcurrency: 24, baselineLocalQueue: 500, baselineCompleteBatchDelayMs: 0, replicas: 3 };
   return quick
-    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, consoleDepths: [1_000, 10_000] }
-    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
+    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, warmupSteps: 100, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, consoleDepths: [1_000, 10_000] }
+    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, warmupSteps: 2_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
 }

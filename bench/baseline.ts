@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { makeWorkerUtils, run, runMigrations, type Logger as GwLogger, type Runner, type WorkerUtils } from 'graphile-worker';
 import { Logger } from 'graphile-worker';
 import type { Sizes } from './args.js';
-import { checkpoint, costDelta, costSnapshot, costSum, topStatements, walByRelation, type BenchPostgres, type CostDelta, type TopStatement, type WalShare } from './pg.js';
+import { checkpoint, statsReset, costDelta, costSnapshot, costSum, topStatements, walByRelation, type BenchPostgres, type CostDelta, type TopStatement, type WalShare } from './pg.js';
 import { onCleanup } from './procs.js';
 import { createPool, type Pool } from '../src/store/pool.js';
 import { figure, percentile, perSecond, type Figure } from './stats.js';
@@ -109,6 +109,11 @@ async function jobsLeft(utils: WorkerUtils): Promise<number> {
 /** Adds `n` no-op jobs, then lets the worker drain them; timed from the first job start to the last completion committed. */
 export async function baselineThroughput(pg: BenchPostgres, db: { name: string; url: string }, n: number, sizes: Sizes, progress: (m: string) => void): Promise<BaselineThroughput> {
   await migrateBaseline(db.url);
+  if (sizes.warmupSteps > 0) {
+    progress(`graphile-worker: warm-up, ${sizes.warmupSteps} jobs drained untimed`);
+    await drainJobs(db.url, sizes.warmupSteps, sizes);
+    await statsReset(pg, db);
+  }
   await checkpoint(pg);
   const c0 = await costSnapshot(pg, db.name);
   let addMs = 0;
@@ -149,6 +154,25 @@ export async function baselineThroughput(pg: BenchPostgres, db: { name: string; 
   const c2 = await costSnapshot(pg, db.name);
   const wal = { add: await walByRelation(db.url, c0, c1), drain: await walByRelation(db.url, c1, c2) };
   return { jobs: n, ms, jobsPerSecond: perSecond(n, ms), addMs, addCost: costDelta(c0, c1), drainCost: costDelta(c1, c2), top: await topStatements(pg, db.name, 8), wal };
+}
+
+/** Adds `n` no-op jobs and drains them with a worker of the baseline's settings (untimed): the warm-up before the measured drain. */
+async function drainJobs(url: string, n: number, sizes: Sizes): Promise<void> {
+  await withUtils(url, async (utils) => {
+    for (let i = 0; i < n; i += 5_000) await utils.addJobs(Array.from({ length: Math.min(5_000, n - i) }, (_, k) => ({ identifier: 'noop', payload: { i: -1 - i - k } })));
+  });
+  const runner = await startRunner(url, sizes, new EventEmitter(), () => {});
+  try {
+    await withUtils(url, async (utils) => {
+      const deadline = performance.now() + 120_000;
+      while ((await jobsLeft(utils)) > 0) {
+        if (performance.now() > deadline) throw new Error(`graphile-worker warm-up: ${await jobsLeft(utils)} of ${n} jobs left after 120 s`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    });
+  } finally {
+    await runner.stop();
+  }
 }
 
 /** An idle worker; jobs added one at a time `spacingMs` apart; add → task start. */

@@ -15,7 +15,7 @@ import { startupFigures } from './startup.js';
 import { triggerFigures } from './triggers.js';
 import { floorDrain, type FloorResult } from './floor.js';
 import { prequeue, readyCount } from './prequeue.js';
-import { checkpoint, costDelta, costSnapshot, costSum, topStatements, walByRelation, walSharesNote, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
+import { checkpoint, statsReset, costDelta, costSnapshot, costSum, topStatements, walByRelation, walSharesNote, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
 import { onCleanup, ServerProcess } from './procs.js';
 import { SimFleet } from './sim-fleet.js';
 import { figure, percentile, perSecond, round, type Figure } from './stats.js';
@@ -211,12 +211,14 @@ export class OpschainBench {
     try {
       const runs = Math.ceil(sizes.throughputSteps / sizes.stepsPerRun);
       const steps = runs * sizes.stepsPerRun;
+      const file = shape.file ?? ((i: number, l: string) => benchRunFile(`${l}-${i}`, `proj-${i % 8}`, sizes.stepsPerRun));
+      await this.warmUp(d, shape, file, label);
       const fleet = this.fleet(d, shape.runners, shape.slots);
       await fleet.register();
+      await statsReset(env.pg, d.db);
       await checkpoint(env.pg);
       const c0 = await costSnapshot(env.pg, d.db.name);
       env.progress(`${label}: submitting ${runs} runs of ${sizes.stepsPerRun} ${shape.what ?? 'independent'} steps`);
-      const file = shape.file ?? ((i: number, l: string) => benchRunFile(`${l}-${i}`, `proj-${i % 8}`, sizes.stepsPerRun));
       if (shape.bulk) {
         for (let i = 0; i < runs; i += shape.bulk) await runSubmitMany(d.pool, Array.from({ length: Math.min(shape.bulk, runs - i) }, (_, k) => file(i + k, label)), { actor: 'bench' });
       } else {
@@ -268,6 +270,32 @@ export class OpschainBench {
       };
     } finally {
       await d.stop();
+    }
+  }
+
+  /**
+   * Drains `warmupSteps` of the same workload, untimed, with a fleet of the same shape (stopped
+   * after), so the drain that is measured runs on a warm server as a live one is: its code
+   * compiled, its connections open, its statements prepared. Without it the servers' compiler
+   * threads were busy through most of a timed drain of a few seconds.
+   */
+  private async warmUp(d: Deployment, shape: DrainShape, file: (i: number, label: string) => LoadedRunFile, label: string): Promise<void> {
+    const { sizes } = this.env;
+    const runs = Math.ceil(sizes.warmupSteps / sizes.stepsPerRun);
+    if (runs === 0) return;
+    const warm = this.fleet(d, shape.runners, shape.slots, { namePrefix: 'warm' });
+    await warm.register();
+    this.env.progress(`${label}: warm-up, ${runs * sizes.stepsPerRun} steps drained untimed`);
+    if (shape.bulk) {
+      for (let i = 0; i < runs; i += shape.bulk) await runSubmitMany(d.pool, Array.from({ length: Math.min(shape.bulk, runs - i) }, (_, k) => file(i + k, `${label}-warm`)), { actor: 'bench' });
+    } else {
+      await this.submitRuns(d, runs, (i) => file(i, `${label}-warm`), `${label} warm-up`);
+    }
+    warm.start();
+    try {
+      await warm.until((c) => c.completed >= runs * sizes.stepsPerRun, this.limitMs, 'the warm-up completions');
+    } finally {
+      await warm.stop();
     }
   }
 

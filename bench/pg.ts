@@ -186,6 +186,20 @@ export async function checkpoint(pg: BenchPostgres): Promise<void> {
   await pg.admin.query('CHECKPOINT');
 }
 
+/**
+ * Zeroes a database's statement, table and index counters, so the notes read after a drain
+ * (statements per step, index scans, HOT updates) count that drain and not its warm-up.
+ */
+export async function statsReset(pg: BenchPostgres, db: { name: string; url: string }): Promise<void> {
+  if (pg.statements) await pg.admin.query(`SELECT pg_stat_statements_reset(0, d.oid, 0) FROM pg_database d WHERE d.datname = $1`, [db.name]);
+  const pool = createPool(db.url, { max: 1, applicationName: 'opschain-bench' });
+  try {
+    await pool.query('SELECT pg_stat_reset()');
+  } finally {
+    await pool.end();
+  }
+}
+
 export async function costSnapshot(pg: BenchPostgres, database: string): Promise<CostSnapshot> {
   // The insert LSN rather than pg_stat_wal.wal_bytes: backends flush their WAL statistics
   // lazily (up to a second late since PostgreSQL 15), the LSN moves with every record.
