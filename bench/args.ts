@@ -1,6 +1,6 @@
 /** Command-line flags of `npm run bench`. */
 
-export const SCENARIOS = ['throughput', 'wide', 'dag', 'submit', 'floor', 'latency', 'depth', 'replicas', 'memory', 'store-cost', 'console', 'triggers', 'startup'] as const;
+export const SCENARIOS = ['throughput', 'wide', 'dag', 'submit', 'floor', 'latency', 'depth', 'replicas', 'memory', 'idle', 'store-cost', 'console', 'triggers', 'startup'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchArgs {
@@ -129,6 +129,10 @@ export interface Sizes {
   memoryRunners: number;
   /** How long the memory scenario samples RSS once every runner is parked. */
   memorySampleMs: number;
+  /** The idle estate: runners long-polling with nothing queued, each poll this long, sampled this long. */
+  idleRunners: number;
+  idleWaitMs: number;
+  idleSampleMs: number;
   /** Ready depths at which the console scenario times one admin queue refresh. */
   consoleDepths: number[];
   /** graphile-worker settings of the baseline. */
@@ -140,6 +144,6 @@ export interface Sizes {
 export function sizesFor(quick: boolean): Sizes {
   const common = { stepsPerRun: 10, wideRunners: 8, wideSlots: 32, bulkBatch: 100, floorWorkers: 8, floorClaim: 64, latencySpacingMs: 20, baselineConcurrency: 24, baselineLocalQueue: 500, baselineCompleteBatchDelayMs: 0, replicas: 3 };
   return quick
-    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, warmupSteps: 100, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, consoleDepths: [1_000, 10_000] }
-    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, warmupSteps: 2_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
+    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, warmupSteps: 100, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, idleRunners: 50, idleWaitMs: 1_000, idleSampleMs: 1_000, consoleDepths: [1_000, 10_000] }
+    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, warmupSteps: 2_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, idleRunners: 500, idleWaitMs: 1_000, idleSampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
 }

@@ -323,6 +323,8 @@ export class OpschainBench {
         return this.replicaFigures();
       case 'memory':
         return this.memoryFigures();
+      case 'idle':
+        return this.idleFigures();
       case 'store-cost':
         return this.storeCostFigures();
       case 'console':
@@ -587,6 +589,51 @@ export class OpschainBench {
       const peak = figure({ scenario: 'memory', metric: 'server RSS high-water mark', value: hwm / MIB, unit: 'MiB', better: 'lower' });
       const start = figure({ scenario: 'memory', metric: `server RSS before the runners (${sizes.memoryEntries.toLocaleString('en-US')} ready)`, value: (idle?.rss ?? NaN) / MIB, unit: 'MiB', better: 'lower' });
       return [start, f, peak];
+    } finally {
+      await d.stop();
+    }
+  }
+
+  /**
+   * An idle estate: runners long-polling one replica with nothing queued. What it costs per
+   * second: the store's statements and CPU, and the server's CPU.
+   */
+  private async idleFigures(): Promise<Figure[]> {
+    const { env } = this;
+    const { sizes } = env;
+    const d = await this.deploy('idle', 1);
+    try {
+      const fleet = this.fleet(d, sizes.idleRunners, 1, { namePrefix: 'idle', waitMs: sizes.idleWaitMs });
+      env.progress(`idle: ${sizes.idleRunners} runners polling with wait_ms ${sizes.idleWaitMs}, nothing queued`);
+      await fleet.register();
+      fleet.start();
+      await fleet.until((c) => c.parked >= sizes.idleRunners, 60_000, 'every runner parked');
+      // One poll window first: every runner is in its cycle of parking, answered empty, parking again.
+      await new Promise((r) => setTimeout(r, sizes.idleWaitMs));
+      const server = d.servers[0];
+      const c0 = await costSnapshot(env.pg, d.db.name);
+      const cpu0 = server.cpuMs();
+      const polls0 = fleet.counters.acquires;
+      await new Promise((r) => setTimeout(r, sizes.idleSampleMs));
+      const c1 = await costSnapshot(env.pg, d.db.name);
+      const cpu1 = server.cpuMs();
+      const polls = fleet.counters.acquires - polls0;
+      await fleet.stop();
+      if (fleet.counters.offers > 0) this.notes.push(`idle: ${fleet.counters.offers} offers were made with nothing queued`);
+      const frequent = await topStatements(env.pg, d.db.name, 6, 'calls');
+      this.notes.push(`idle: most frequent statements since the server started (calls): ${frequent.map((t) => `${t.calls} ${t.query.slice(0, 70)}`).join(' | ')}`);
+      const cost = costDelta(c0, c1);
+      const perSec = (v: number | null) => (v === null ? null : v / (sizes.idleSampleMs / 1000));
+      const label = `${sizes.idleRunners} runners, wait_ms ${sizes.idleWaitMs}`;
+      const out = [figure({ scenario: 'idle', metric: `idle: polls/s (${label})`, value: perSec(polls)!, unit: 'polls/s', better: 'higher' })];
+      for (const [metric, v, unit] of [
+        ['idle: statements/s', perSec(cost.calls), 'calls'],
+        ['idle: DB process CPU ms/s', perSec(cost.cpuMs), 'ms'],
+        ['idle: opschain server CPU ms/s', perSec(cpu0 === null || cpu1 === null ? null : cpu1 - cpu0), 'ms'],
+      ] as Array<[string, number | null, string]>) {
+        if (v !== null) out.push(figure({ scenario: 'idle', metric, value: v, unit, better: 'lower' }));
+      }
+      return out;
     } finally {
       await d.stop();
     }

@@ -25,6 +25,11 @@ export interface DispatchDeps {
   fair: FairShare;
   /** Typed in-process signals: `dispatch:tick`, `lease:delivered`, `lease:completed`, `lease:expired`. */
   events: EventEmitter;
-  /** Wake the dispatch loop now (capacity freed, work enqueued). */
+  /** Wake the dispatch loop now (capacity freed, a call parked). */
   kick: () => void;
+  /**
+   * Entries were put back on the queue here (released, handed back, requeued by the sweep): what
+   * the last claim saw of the queue no longer holds. Wakes the loop.
+   */
+  queueChanged: () => void;
 }

@@ -11,6 +11,7 @@ import { emitDispatch } from './events.js';
 import { offersHeldBy } from './postures.js';
 import { handBack } from './lifecycle.js';
 import { ackDeadlineMs, toOffer, type Offer } from './offers.js';
+import type { QueueSeen } from './queue-seen.js';
 import type { ParkedAcquire } from './waiters.js';
 
 export const CLAIM_BATCH = 64;
@@ -21,7 +22,15 @@ const MAX_CLAIMED = CLAIM_BATCH * MAX_PAGES;
 export const POLL_BUSY_MS = 250;
 export const POLL_IDLE_MS = 2_000;
 
-export interface TickResult { waiters: number; claimed: number; delivered: number; returned: number; held: PostureField | null }
+export interface TickResult {
+  waiters: number;
+  claimed: number;
+  delivered: number;
+  returned: number;
+  held: PostureField | null;
+  /** The tick claimed every due entry there was for it (its last claim came back short) and leased each one. */
+  tookAll: boolean;
+}
 
 /**
  * One dispatch tick: claim due entries of the owned shards, plan them over the parked acquires,
@@ -99,7 +108,7 @@ const runnerIdsOf = (calls: ParkedAcquire[]) => [...new Set(calls.map((a) => a.r
  * is served sooner, not the order work is handed out in.
  */
 async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickResult> {
-  const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, held: null };
+  const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, held: null, tookAll: false };
   if (calls.length === 0) return result;
   // The posture and the parked runners in one read: a held fleet costs this statement only.
   const parked = await fleetParkedRead(deps.pool, runnerIdsOf(calls));
@@ -131,6 +140,8 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     const tickOut = new Map<number, number>();
     const tickHolds = new Map<string, number>();
     let fleet: FleetRunner[] | undefined;
+    // Whether the last claim sent came back with fewer entries than it asked for.
+    let lastShort = false;
     for (let page = 0; page < MAX_PAGES && result.claimed < MAX_CLAIMED; page++) {
       let joined = false;
       const openSlots = () => waiters.open().reduce((n, w) => n + w.slots, 0);
@@ -152,6 +163,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
       const limit = Math.min(slots, MAX_CLAIMED - result.claimed);
       const claims = await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit, after });
       result.claimed += claims.length;
+      lastShort = claims.length < limit;
       if (claims.length === 0 && !(joined && unplaced.length > 0)) break;
       const batch = [...unplaced, ...claims];
       // Only run-scoped runs are ever pinned or capped (the scope is frozen on every entry of the
@@ -191,7 +203,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
       after = { lane: last.lane, position: last.position };
     }
     result.returned = unplaced.length;
-    if (deliveries.length === 0) return { leases: [] as Array<{ lease: DeliveredLease; call: ParkedAcquire }>, details: new Map<number, OfferDetail>(), deliveries };
+    if (deliveries.length === 0) return { leases: [] as Array<{ lease: DeliveredLease; call: ParkedAcquire }>, details: new Map<number, OfferDetail>(), deliveries, lastShort };
     // Pool holds, all or none per step, limit rows locked in name order; a step another replica
     // filled the pool ahead of stays queued (its claim is simply not delivered).
     const granted = await poolHoldAcquireMany(client, deliveries.filter((d) => d.entry.pools.length > 0).map((d) => ({ stepId: d.entry.stepId, attempt: d.entry.attempt, pools: d.entry.pools })));
@@ -226,11 +238,12 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     if (!along) await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId })));
     const details = new Map<number, OfferDetail>();
     for (const o of offers) if (o.detail) details.set(o.lease.stepId, o.detail);
-    return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries };
+    return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries, lastShort };
   });
 
   result.waiters = calls.length;
   result.delivered = delivered.leases.length;
+  result.tookAll = delivered.lastShort && result.returned === 0 && result.delivered === result.claimed;
   // Fair-share advances only for deliveries that committed.
   const committed = new Map(delivered.leases.map((l) => [l.lease.stepId, l.lease.deliveredAt]));
   const waits: Array<{ lane: QueueEntry['lane']; seconds: number }> = [];
@@ -269,8 +282,24 @@ async function answer(deps: DispatchDeps, delivered: Array<{ lease: DeliveredLea
   if (orphaned.length > 0) await handBack(deps, orphaned, 'acquire call ended before the offer was sent');
 }
 
-/** Busy ticks poll fast; idle ones back off to the idle cadence. In-process kicks cut any wait short. */
-export function nextPollMs(last: TickResult, previousWaitMs: number): number {
-  if (last.delivered > 0 || last.claimed > 0) return POLL_BUSY_MS;
+/**
+ * One pass of the dispatch loop: a tick, or none (null) while the last claim saw nothing due for
+ * this replica and nothing since says otherwise (QueueSeen).
+ */
+export async function dispatchPass(deps: DispatchDeps, seen: QueueSeen): Promise<TickResult | null> {
+  const key = JSON.stringify([deps.ownedShards(), deps.claimLanes?.() ?? null]);
+  if (seen.knownEmpty(key)) return null;
+  const mark = seen.mark();
+  const result = await dispatchOnce(deps);
+  if (result.tookAll) seen.sawEmpty(mark, key);
+  return result;
+}
+
+/**
+ * Busy ticks poll fast; idle ones, and passes that skipped the tick (null), back off to the idle
+ * cadence. In-process kicks cut any wait short.
+ */
+export function nextPollMs(last: TickResult | null, previousWaitMs: number): number {
+  if (last && (last.delivered > 0 || last.claimed > 0)) return POLL_BUSY_MS;
   return Math.min(POLL_IDLE_MS, Math.max(POLL_BUSY_MS, previousWaitMs * 2));
 }

@@ -6,8 +6,9 @@ import type { ServerContext } from '../context.js';
 import { listenChannel } from '../store/listen.js';
 import { QUEUE_CHANNEL } from '../store/queue.js';
 import type { DispatchDeps } from './deps.js';
-import { dispatchOnce, nextPollMs, POLL_IDLE_MS } from './dispatcher.js';
+import { dispatchPass, nextPollMs, POLL_BUSY_MS, POLL_IDLE_MS } from './dispatcher.js';
 import { expireOnce } from './lifecycle.js';
+import { QueueSeen } from './queue-seen.js';
 import { WaiterRegistry } from './waiters.js';
 
 export const EXPIRY_INTERVAL_MS = 5_000;
@@ -29,6 +30,11 @@ export interface DispatchFeatureOptions {
 export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions): DispatchDeps {
   const registry = new WaiterRegistry();
   let kickLoop = () => {};
+  const seen = new QueueSeen(() => ctx.clock.now(), POLL_BUSY_MS);
+  const queueChanged = () => {
+    seen.changed();
+    kickLoop();
+  };
   const deps: DispatchDeps = {
     pool: ctx.pool,
     log: ctx.log.child({ component: 'dispatch' }),
@@ -47,6 +53,7 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
     fair: new FairShare(),
     events: ctx.events,
     kick: () => kickLoop(),
+    queueChanged,
   };
   ctx.dispatch = deps;
   let wait = POLL_IDLE_MS;
@@ -56,20 +63,24 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
     log: deps.log,
     errorDelayMs: 1_000,
     once: async () => {
-      const r = await dispatchOnce(deps);
+      const r = await dispatchPass(deps, seen);
       wait = nextPollMs(r, wait);
       return wait;
     },
   });
   kickLoop = () => loop.kick();
   ctx.loops.push(loop);
-  ctx.events.on('queue:enqueued', () => loop.kick());
+  ctx.events.on('queue:enqueued', queueChanged);
   // A quiesced replica answers its parked polls empty at once, so its runners fail over.
   ctx.events.on('membership:changed', (p: { member: boolean }) => {
     if (!p.member) registry.drainAll();
   });
   const dbUrl = ctx.databaseUrl;
-  const listener = listenChannel(dbUrl, QUEUE_CHANNEL, () => loop.kick(), (err) => deps.log.debug({ err: err.message }, 'queue listener reconnecting'));
+  const listener = listenChannel(dbUrl, QUEUE_CHANNEL, queueChanged, (err) => {
+    // Notifications sent while it reconnects are lost: claim again rather than trust the last sighting.
+    seen.changed();
+    deps.log.debug({ err: err.message }, 'queue listener reconnecting');
+  });
   // Parked long polls would hold the HTTP close for a whole poll window: answer them first.
   ctx.app.addHook('preClose', async () => registry.drainAll());
   ctx.onStop.push(async () => {

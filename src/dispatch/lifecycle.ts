@@ -62,7 +62,7 @@ export async function releaseLeases(deps: DispatchDeps, runnerId: string, items:
     }
     return new Set(rows.map((r) => r.stepId));
   });
-  if (released.size > 0) deps.kick();
+  if (released.size > 0) deps.queueChanged();
   return results(deps, 'release', items, released);
 }
 
@@ -72,7 +72,7 @@ export async function handBack(deps: DispatchDeps, leases: Array<Pick<LeaseRow, 
     const rows = await leaseReturn(client, { items: leases.map((l) => ({ stepId: l.stepId, token: l.token })), newAttempt: false });
     for (const l of rows) await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt, reason });
   });
-  deps.kick();
+  deps.queueChanged();
 }
 
 export interface SweepResult { requeued: number; lost: number; returned: number; held: boolean }
@@ -82,7 +82,7 @@ export interface SweepResult { requeued: number; lost: number; returned: number;
  * leases past their TTL fail fast as runner_lost (no auto-retry, log sealed by the orchestrator).
  * Held entirely during a platform halt. Row locks make concurrent sweeps on several replicas safe.
  */
-export async function expireOnce(deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'events' | 'kick' | 'log'>, limit = 500): Promise<SweepResult> {
+export async function expireOnce(deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'events' | 'queueChanged' | 'log'>, limit = 500): Promise<SweepResult> {
   const posture = await postureRead(deps.pool);
   if (posture.halted) return { requeued: 0, lost: 0, returned: 0, held: true };
   const out = await withTransaction(deps.pool, async (client) => {
@@ -113,6 +113,6 @@ export async function expireOnce(deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'ev
   });
   if (out.lost > 0) deps.log.warn({ lost: out.lost }, 'leases expired without a result: runner_lost');
   if (out.requeued + out.returned + out.lost > 0) emitDispatch(deps.events, 'lease:expired', { requeued: out.requeued, lost: out.lost, returned: out.returned });
-  if (out.requeued + out.returned + out.lost > 0) deps.kick();
+  if (out.requeued + out.returned + out.lost > 0) deps.queueChanged();
   return out;
 }

@@ -366,6 +366,7 @@ describe('the lease lifecycle agrees with its model under races across two repli
           fair: new FairShare(),
           events: new EventEmitter(),
           kick: () => {},
+          queueChanged: () => {},
         }));
         const real: Real = { pools, deps, runners, model: emptyModel(), s };
         await fc.asyncModelRun(() => ({ model: { m: true as const }, real }), cmds);

@@ -110,6 +110,7 @@ export function testDispatchDeps(pool: Pool, overrides: Partial<DispatchDeps> = 
     fair: new FairShare(),
     events: new EventEmitter(),
     kick: () => {},
+    queueChanged: () => {},
     ...overrides,
   };
 }

@@ -1,0 +1,167 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { DispatchDeps } from '../../src/dispatch/deps.js';
+import { dispatchPass } from '../../src/dispatch/dispatcher.js';
+import { handBack, releaseLeases } from '../../src/dispatch/lifecycle.js';
+import { QueueSeen } from '../../src/dispatch/queue-seen.js';
+import { createPool, type Pool } from '../../src/store/pool.js';
+import { mapRunner, type RunnerRow } from '../../src/store/runners.js';
+import { testDispatchDeps } from '../support/lifecycle.js';
+import { useTestDatabase } from '../support/db.js';
+import { seedRun } from '../support/seed.js';
+import { recordStatements } from '../support/statements.js';
+
+describe('QueueSeen', () => {
+  it('holds "empty" only for the queue it was seen for, until a change or validMs', () => {
+    let now = 1_000;
+    const seen = new QueueSeen(() => now, 250);
+    expect(seen.knownEmpty('a')).toBe(false);
+    seen.sawEmpty(seen.mark(), 'a');
+    expect(seen.knownEmpty('a')).toBe(true);
+    expect(seen.knownEmpty('b')).toBe(false);
+    now += 249;
+    expect(seen.knownEmpty('a')).toBe(true);
+    now += 1;
+    expect(seen.knownEmpty('a')).toBe(false);
+
+    seen.sawEmpty(seen.mark(), 'a');
+    seen.changed();
+    expect(seen.knownEmpty('a')).toBe(false);
+  });
+
+  it('a change that arrives while the claim runs voids what that claim saw', () => {
+    const seen = new QueueSeen(() => 0, 250);
+    const mark = seen.mark();
+    seen.changed();
+    seen.sawEmpty(mark, 'a');
+    expect(seen.knownEmpty('a')).toBe(false);
+  });
+});
+
+describe('a dispatch pass', () => {
+  const db = useTestDatabase();
+  let pool: Pool;
+  let other: Pool;
+  let rec: { statements: string[]; recording: boolean };
+  let runner: RunnerRow;
+  let deps: DispatchDeps;
+  let seen: QueueSeen;
+  let now: number;
+  let changes: number;
+
+  beforeAll(async () => {
+    pool = createPool(db.current.url, { max: 4 });
+    rec = recordStatements(pool);
+    other = createPool(db.current.url, { max: 2 });
+    await other.query(`INSERT INTO runners (id, name, max_load, max_parallel_steps, credential_hash) VALUES ('rnr_q', 'rnr_q', 8, 8, 'hash-rnr_q')`);
+    runner = mapRunner((await other.query(`SELECT * FROM runners WHERE id = 'rnr_q'`)).rows[0]);
+  });
+  afterAll(async () => {
+    await pool.end();
+    await other.end();
+  });
+  beforeEach(async () => {
+    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds`);
+    now = 0;
+    changes = 0;
+    seen = new QueueSeen(() => now, 250);
+    deps = testDispatchDeps(pool, {
+      replicaId: 'replica-seen',
+      queueChanged: () => {
+        changes++;
+        seen.changed();
+      },
+    });
+  });
+
+  const park = (slots: number) => deps.registry.park({ runner, requestId: `q-${Math.random()}`, slots, onlyRunId: null, parkedAt: Date.now() }, 30_000);
+  /** Statements sent by fn. */
+  const sent = async <T>(fn: () => Promise<T>): Promise<{ value: T; statements: number }> => {
+    rec.statements.length = 0;
+    rec.recording = true;
+    try {
+      const value = await fn();
+      return { value, statements: rec.statements.length };
+    } finally {
+      rec.recording = false;
+    }
+  };
+
+  it('once a tick took every due entry, a parked call wakes no statement until the queue changes', async () => {
+    await seedRun(other, { steps: [{ name: 'a' }, { name: 'b' }] });
+    const first = park(4);
+    const tick = await dispatchPass(deps, seen);
+    expect(tick).toMatchObject({ claimed: 2, delivered: 2, tookAll: true });
+    expect((await first.offers).map((o) => o.step)).toEqual(['a', 'b']);
+
+    // The runner parks again: nothing is due, and nothing said otherwise.
+    const idle = park(4);
+    const skipped = await sent(() => dispatchPass(deps, seen));
+    expect(skipped.value).toBeNull();
+    expect(skipped.statements).toBe(0);
+
+    // Work enqueued (the NOTIFY's handler calls changed()): the next pass claims and delivers it.
+    const run = await seedRun(other, { steps: [{ name: 'c' }] });
+    seen.changed();
+    expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 1, delivered: 1 });
+    expect((await idle.offers).map((o) => [o.run_id, o.step])).toEqual([[run.runId, 'c']]);
+  });
+
+  it('what nothing announced is claimed once the sighting is older than validMs', async () => {
+    const idle = park(1);
+    expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 0, tookAll: true });
+    // Queued with no notification (as a retry whose backoff ran out becomes due).
+    await seedRun(other, { steps: [{ name: 'quiet' }] });
+    now += 100;
+    expect(await dispatchPass(deps, seen)).toBeNull();
+    now += 150;
+    expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 1, delivered: 1 });
+    expect((await idle.offers).map((o) => o.step)).toEqual(['quiet']);
+  });
+
+  it('another set of owned shards is another queue', async () => {
+    let shards = [0, 1, 2];
+    deps.ownedShards = () => shards;
+    park(1);
+    expect(await dispatchPass(deps, seen)).toMatchObject({ tookAll: true });
+    expect(await dispatchPass(deps, seen)).toBeNull();
+    shards = Array.from({ length: 64 }, (_, i) => i);
+    expect(await dispatchPass(deps, seen)).not.toBeNull();
+  });
+
+  it('a tick that left an entry in place, or filled every slot, did not see the queue empty', async () => {
+    // A step no parked call can take (the call asks for another run only) stays queued.
+    await seedRun(other, { steps: [{ name: 'elsewhere' }] });
+    deps.registry.park({ runner, requestId: 'only-other-run', slots: 1, onlyRunId: 999_999, parkedAt: Date.now() }, 30_000);
+    expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 1, delivered: 0, returned: 1, tookAll: false });
+    expect(await dispatchPass(deps, seen)).not.toBeNull();
+    await other.query(`DELETE FROM queue_ready`);
+    deps.registry.drainAll();
+
+    // As many due entries as slots: there may be more behind them.
+    await seedRun(other, { steps: [{ name: 'x' }, { name: 'y' }] });
+    park(2);
+    expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 2, delivered: 2, tookAll: false });
+    park(2);
+    expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 0, tookAll: true });
+  });
+
+  it('entries put back here (released, handed back) void the sighting', async () => {
+    await seedRun(other, { steps: [{ name: 'r' }, { name: 'h' }] });
+    const call = park(4);
+    expect(await dispatchPass(deps, seen)).toMatchObject({ delivered: 2, tookAll: true });
+    const [r, h] = await call.offers;
+    expect(seen.knownEmpty(JSON.stringify([deps.ownedShards(), null]))).toBe(true);
+
+    await releaseLeases(deps, runner.id, [{ stepId: r.step_id, token: r.token }]);
+    expect(changes).toBe(1);
+    const again = park(4);
+    expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 1, delivered: 1 });
+    expect((await again.offers).map((o) => o.step)).toEqual(['r']);
+
+    await handBack(deps, [{ stepId: h.step_id, token: h.token }], 'test');
+    expect(changes).toBe(2);
+    const last = park(4);
+    expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 1, delivered: 1 });
+    expect((await last.offers).map((o) => o.step)).toEqual(['h']);
+  });
+});
