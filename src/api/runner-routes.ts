@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { hashSecret, newSecret, secretKind } from '../core/tokens.js';
+import { turnBatcher } from '../core/turn-batch.js';
 import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
 import { emitDispatch } from '../dispatch/events.js';
@@ -65,12 +66,17 @@ export interface RunnerRouteOptions {
 export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, opts: RunnerRouteOptions): void {
   const auth = runnerAuth(deps.pool);
   const seen = new Map<string, number>();
+  // The runners seen in one turn of the event loop are touched by one statement.
+  const touchInTurn = turnBatcher(async (runnerIds: string[]) => {
+    await runnerTouch(deps.pool, { runnerIds, replicaId: deps.replicaId });
+    return new Map<string, never>();
+  });
   /** Liveness writes are coalesced: at most one per runner per few seconds, however often it polls. */
   const touch = (runnerId: string) => {
     const last = seen.get(runnerId) ?? 0;
     if (Date.now() - last < 5_000) return;
     seen.set(runnerId, Date.now());
-    runnerTouch(deps.pool, { runnerIds: [runnerId], replicaId: deps.replicaId }).catch(() => seen.delete(runnerId));
+    touchInTurn(runnerId).catch(() => seen.delete(runnerId));
   };
 
   // Every poll in flight, parked or held (drained runner, quiesced replica): a shutdown answers
