@@ -139,7 +139,15 @@ export function metricsApi(opts: { defaultMetrics?: boolean } = {}): Feature {
     ctx.app.get('/metrics', async (_req, reply) => {
       await refreshGauges(m, ctx);
       reply.header('content-type', m.registry.contentType);
-      return m.registry.metrics();
+      return exposition(await m.registry.metrics());
     });
   };
+}
+
+/**
+ * prom-client writes a NaN sample (the event loop lag before its first measurement) as `Nan`; the
+ * exposition format spells it `NaN`, and a strict scraper rejects the whole page otherwise.
+ */
+export function exposition(text: string): string {
+  return text.replace(/^([^#].*) Nan$/gm, '$1 NaN');
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { opsApi } from '../../src/api/ops-routes.js';
-import { metricsApi } from '../../src/api/metrics.js';
+import { exposition, metricsApi } from '../../src/api/metrics.js';
 import { classify } from '../../src/core/classify.js';
 import { LANE_NAMES } from '../../src/core/entry.js';
 import { dispatchFeature } from '../../src/api/dispatch-feature.js';
@@ -210,5 +210,12 @@ describe('GET /metrics', () => {
     const latency = after.get('opschain_store_query_duration_seconds')!.samples.find((s) => s.name.endsWith('_count'))!.value;
     expect(latency).toBeGreaterThan(sampleValue(base, 'opschain_store_query_duration_seconds', {}, 'opschain_store_query_duration_seconds_count')!);
     await postureLever(db.current.pool, { fields: ['system_quiesced'], value: false, actor: 'test' });
+  });
+});
+
+describe('the exposition text', () => {
+  it('spells a NaN sample NaN, as the format does, and leaves comments and other values alone', () => {
+    const text = ['# HELP x_lag lag, or Nan', '# TYPE x_lag gauge', 'x_lag Nan', 'x_other{a="b Nan"} 1', 'x_nan_total 3', ''].join('\n');
+    expect(exposition(text).split('\n')).toEqual(['# HELP x_lag lag, or Nan', '# TYPE x_lag gauge', 'x_lag NaN', 'x_other{a="b Nan"} 1', 'x_nan_total 3', '']);
   });
 });
