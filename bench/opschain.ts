@@ -191,6 +191,12 @@ export class OpschainBench {
     });
   }
 
+  /** A drain's runs, submitted as its shape says: in bulk calls, or one call each. */
+  private async submitWorkload(d: Deployment, shape: DrainShape, runs: number, file: (i: number) => LoadedRunFile, label: string): Promise<void> {
+    if (!shape.bulk) return this.submitRuns(d, runs, file, label);
+    for (let i = 0; i < runs; i += shape.bulk) await runSubmitMany(d.pool, Array.from({ length: Math.min(shape.bulk, runs - i) }, (_, k) => file(i + k)), { actor: 'bench' });
+  }
+
   /** Every run submitted for a drain must have finished succeeded, and no item refused. */
   private async checkDrained(d: Deployment, fleet: SimFleet, what: string): Promise<void> {
     if (fleet.counters.refused > 0) this.notes.push(`${what}: ${fleet.counters.refused} lease items refused during the drain`);
@@ -219,11 +225,7 @@ export class OpschainBench {
       await checkpoint(env.pg);
       const c0 = await costSnapshot(env.pg, d.db.name);
       env.progress(`${label}: submitting ${runs} runs of ${sizes.stepsPerRun} ${shape.what ?? 'independent'} steps`);
-      if (shape.bulk) {
-        for (let i = 0; i < runs; i += shape.bulk) await runSubmitMany(d.pool, Array.from({ length: Math.min(shape.bulk, runs - i) }, (_, k) => file(i + k, label)), { actor: 'bench' });
-      } else {
-        await this.submitRuns(d, runs, (i) => file(i, label), label);
-      }
+      await this.submitWorkload(d, shape, runs, (i) => file(i, label), label);
       const c1 = await costSnapshot(env.pg, d.db.name);
       const serverCpu = () => d.servers.reduce<number | null>((n, s) => (n === null || s.cpuMs() === null ? null : n + s.cpuMs()!), 0);
       const server0 = serverCpu();
@@ -286,11 +288,7 @@ export class OpschainBench {
     const warm = this.fleet(d, shape.runners, shape.slots, { namePrefix: 'warm' });
     await warm.register();
     this.env.progress(`${label}: warm-up, ${runs * sizes.stepsPerRun} steps drained untimed`);
-    if (shape.bulk) {
-      for (let i = 0; i < runs; i += shape.bulk) await runSubmitMany(d.pool, Array.from({ length: Math.min(shape.bulk, runs - i) }, (_, k) => file(i + k, `${label}-warm`)), { actor: 'bench' });
-    } else {
-      await this.submitRuns(d, runs, (i) => file(i, `${label}-warm`), `${label} warm-up`);
-    }
+    await this.submitWorkload(d, shape, runs, (i) => file(i, `${label}-warm`), `${label} warm-up`);
     warm.start();
     try {
       await warm.until((c) => c.completed >= runs * sizes.stepsPerRun, this.limitMs, 'the warm-up completions');
