@@ -288,7 +288,11 @@ async function answer(deps: DispatchDeps, delivered: Array<{ lease: DeliveredLea
  */
 export async function dispatchPass(deps: DispatchDeps, seen: QueueSeen): Promise<TickResult | null> {
   const key = JSON.stringify([deps.ownedShards(), deps.claimLanes?.() ?? null]);
-  if (seen.knownEmpty(key)) return null;
+  if (seen.knownEmpty(key)) {
+    // A call that carried completions waits for one tick, not for the queue to fill.
+    deps.registry.answerOneTick();
+    return null;
+  }
   const mark = seen.mark();
   const result = await dispatchOnce(deps);
   if (result.tookAll) seen.sawEmpty(mark, key);

@@ -98,6 +98,14 @@ export class WaiterRegistry {
     }
   }
 
+  /**
+   * Calls that wait one tick only, answered empty without one: the queue was known to hold
+   * nothing due, so the tick could only have answered them so.
+   */
+  answerOneTick(): void {
+    for (const a of [...this.parked.values()]) if (a.oneTick && !a.settled && !a.reserved) a.deliver([]);
+  }
+
   get size(): number {
     return this.parked.size;
   }

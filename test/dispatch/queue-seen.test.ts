@@ -106,6 +106,19 @@ describe('a dispatch pass', () => {
     expect((await idle.offers).map((o) => [o.run_id, o.step])).toEqual([[run.runId, 'c']]);
   });
 
+  it('a call that waits one tick (it carried completions) is answered at once while the queue is known empty', async () => {
+    park(1);
+    expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 0, tookAll: true });
+    const waiting = park(2);
+    const once = deps.registry.park({ runner, requestId: 'one-tick', slots: 2, onlyRunId: null, oneTick: true, parkedAt: Date.now() }, 30_000);
+    const skipped = await sent(() => dispatchPass(deps, seen));
+    expect(skipped).toEqual({ value: null, statements: 0 });
+    expect(await once.offers).toEqual([]);
+    // The call that waits its whole window stays parked.
+    expect(once.acquire.settled).toBe(true);
+    expect(waiting.acquire.settled).toBe(false);
+  });
+
   it('what nothing announced is claimed once the sighting is older than validMs', async () => {
     const idle = park(1);
     expect(await dispatchPass(deps, seen)).toMatchObject({ claimed: 0, tookAll: true });
