@@ -119,10 +119,7 @@ export async function baselineThroughput(pg: BenchPostgres, db: { name: string; 
   let addMs = 0;
   await withUtils(db.url, async (utils) => {
     const t0 = performance.now();
-    for (let i = 0; i < n; i += 5_000) {
-      const batch = Array.from({ length: Math.min(5_000, n - i) }, (_, k) => ({ identifier: 'noop', payload: { i: i + k } }));
-      await utils.addJobs(batch);
-    }
+    await addNoopJobs(utils, n, 0);
     addMs = performance.now() - t0;
   });
   const c1 = await costSnapshot(pg, db.name);
@@ -143,9 +140,7 @@ export async function baselineThroughput(pg: BenchPostgres, db: { name: string; 
     await ran;
     // Completions are batched: a job counts once its completion is committed. Polled only
     // now, so the poll adds nothing to the worker's statement cost while it drains.
-    await withUtils(db.url, async (utils) => {
-      while ((await jobsLeft(utils)) > 0) await new Promise((r) => setTimeout(r, 1));
-    });
+    await untilNoJobsLeft(db.url, 1, 600_000);
   } finally {
     await runner.stop();
   }
@@ -156,20 +151,30 @@ export async function baselineThroughput(pg: BenchPostgres, db: { name: string; 
   return { jobs: n, ms, jobsPerSecond: perSecond(n, ms), addMs, addCost: costDelta(c0, c1), drainCost: costDelta(c1, c2), top: await topStatements(pg, db.name, 8), wal };
 }
 
+/** Adds `n` no-op jobs in batches of 5,000 (as addJobs is meant to be called), payloads numbered from `first`. */
+async function addNoopJobs(utils: WorkerUtils, n: number, first: number): Promise<void> {
+  for (let i = 0; i < n; i += 5_000) {
+    await utils.addJobs(Array.from({ length: Math.min(5_000, n - i) }, (_, k) => ({ identifier: 'noop', payload: { i: first + i + k } })));
+  }
+}
+
+/** Polls every `everyMs` until no job is left (completions are committed), failing after `limitMs`. */
+async function untilNoJobsLeft(url: string, everyMs: number, limitMs: number): Promise<void> {
+  await withUtils(url, async (utils) => {
+    const deadline = performance.now() + limitMs;
+    while ((await jobsLeft(utils)) > 0) {
+      if (performance.now() > deadline) throw new Error(`graphile-worker: ${await jobsLeft(utils)} jobs left after ${Math.round(limitMs / 1000)} s`);
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  });
+}
+
 /** Adds `n` no-op jobs and drains them with a worker of the baseline's settings (untimed): the warm-up before the measured drain. */
 async function drainJobs(url: string, n: number, sizes: Sizes): Promise<void> {
-  await withUtils(url, async (utils) => {
-    for (let i = 0; i < n; i += 5_000) await utils.addJobs(Array.from({ length: Math.min(5_000, n - i) }, (_, k) => ({ identifier: 'noop', payload: { i: -1 - i - k } })));
-  });
+  await withUtils(url, (utils) => addNoopJobs(utils, n, -n));
   const runner = await startRunner(url, sizes, new EventEmitter(), () => {});
   try {
-    await withUtils(url, async (utils) => {
-      const deadline = performance.now() + 120_000;
-      while ((await jobsLeft(utils)) > 0) {
-        if (performance.now() > deadline) throw new Error(`graphile-worker warm-up: ${await jobsLeft(utils)} of ${n} jobs left after 120 s`);
-        await new Promise((r) => setTimeout(r, 5));
-      }
-    });
+    await untilNoJobsLeft(url, 5, 120_000);
   } finally {
     await runner.stop();
   }

@@ -608,6 +608,8 @@ export class OpschainBench {
       await fleet.until((c) => c.parked >= sizes.idleRunners, 60_000, 'every runner parked');
       // One poll window first: every runner is in its cycle of parking, answered empty, parking again.
       await new Promise((r) => setTimeout(r, sizes.idleWaitMs));
+      // The statement notes then count the sample, not the registrations before it.
+      await statsReset(env.pg, d.db);
       const server = d.servers[0];
       const c0 = await costSnapshot(env.pg, d.db.name);
       const cpu0 = server.cpuMs();
@@ -619,7 +621,7 @@ export class OpschainBench {
       await fleet.stop();
       if (fleet.counters.offers > 0) this.notes.push(`idle: ${fleet.counters.offers} offers were made with nothing queued`);
       const frequent = await topStatements(env.pg, d.db.name, 6, 'calls');
-      this.notes.push(`idle: most frequent statements since the server started (calls): ${frequent.map((t) => `${t.calls} ${t.query.slice(0, 70)}`).join(' | ')}`);
+      this.notes.push(`idle: most frequent statements (calls/s): ${frequent.map((t) => `${round(t.calls / (sizes.idleSampleMs / 1000), 3)} ${t.query.slice(0, 70)}`).join(' | ')}`);
       const cost = costDelta(c0, c1);
       const perSec = (v: number | null) => (v === null ? null : v / (sizes.idleSampleMs / 1000));
       const label = `${sizes.idleRunners} runners, wait_ms ${sizes.idleWaitMs}`;

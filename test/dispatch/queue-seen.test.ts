@@ -8,7 +8,7 @@ import { mapRunner, type RunnerRow } from '../../src/store/runners.js';
 import { testDispatchDeps } from '../support/lifecycle.js';
 import { useTestDatabase } from '../support/db.js';
 import { seedRun } from '../support/seed.js';
-import { recordStatements } from '../support/statements.js';
+import { recordStatements, statementsOf } from '../support/statements.js';
 
 describe('QueueSeen', () => {
   it('holds "empty" only for the queue it was seen for, until a change or validMs', () => {
@@ -76,14 +76,8 @@ describe('a dispatch pass', () => {
   const park = (slots: number) => deps.registry.park({ runner, requestId: `q-${Math.random()}`, slots, onlyRunId: null, parkedAt: Date.now() }, 30_000);
   /** Statements sent by fn. */
   const sent = async <T>(fn: () => Promise<T>): Promise<{ value: T; statements: number }> => {
-    rec.statements.length = 0;
-    rec.recording = true;
-    try {
-      const value = await fn();
-      return { value, statements: rec.statements.length };
-    } finally {
-      rec.recording = false;
-    }
+    const { value, statements } = await statementsOf(rec, fn);
+    return { value, statements: statements.length };
   };
 
   it('once a tick took every due entry, a parked call wakes no statement until the queue changes', async () => {

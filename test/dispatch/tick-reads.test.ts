@@ -8,7 +8,7 @@ import { mapRunner, type RunnerRow } from '../../src/store/runners.js';
 import { testDispatchDeps } from '../support/lifecycle.js';
 import { useTestDatabase } from '../support/db.js';
 import { seedRun } from '../support/seed.js';
-import { recordStatements } from '../support/statements.js';
+import { recordStatements, statementsOf } from '../support/statements.js';
 
 /** What each statement of a tick is, by the table it reads or writes. */
 function kind(sql: string): string {
@@ -57,14 +57,8 @@ describe('what a dispatch tick reads', () => {
 
   const park = (runner: RunnerRow, slots: number) => deps.registry.park({ runner, requestId: `${runner.id}-${slots}-${Math.random()}`, slots, onlyRunId: null, parkedAt: Date.now() }, 30_000);
   const recorded = async <T>(fn: () => Promise<T>): Promise<{ value: T; kinds: string[] }> => {
-    rec.statements.length = 0;
-    rec.recording = true;
-    try {
-      const value = await fn();
-      return { value, kinds: rec.statements.map(kind) };
-    } finally {
-      rec.recording = false;
-    }
+    const { value, statements } = await statementsOf(rec, fn);
+    return { value, kinds: statements.map(kind) };
   };
 
   it('a busy tick with no run-scoped claim reads the posture with the parked runners, and no pins, caps or scoped runs; its delivery starts the steps', async () => {

@@ -15,3 +15,15 @@ export function recordStatements(pool: Pool): { statements: string[]; recording:
   });
   return rec;
 }
+
+/** Runs `fn` with `rec` recording, and returns its value with the statements it sent. */
+export async function statementsOf<T>(rec: { statements: string[]; recording: boolean }, fn: () => Promise<T>): Promise<{ value: T; statements: string[] }> {
+  rec.statements.length = 0;
+  rec.recording = true;
+  try {
+    const value = await fn();
+    return { value, statements: [...rec.statements] };
+  } finally {
+    rec.recording = false;
+  }
+}
