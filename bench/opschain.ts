@@ -240,6 +240,7 @@ export class OpschainBench {
       await fleet.stop();
       this.notes.push(`${label}: runner cycle: ${fleet.cycleSummary()}`);
       await this.checkDrained(d, fleet, label);
+      if (replicas > 1) this.notes.push(`${label}: by replica (shards held, steps run by its runners, seconds from its first start to its last finish): ${await replicaShares(d.pool)}`);
       const top = await topStatements(env.pg, d.db.name, 12);
       const frequent = await topStatements(env.pg, d.db.name, 10, 'calls');
       this.notes.push(`${label}: most frequent statements (calls per step): ${frequent.map((s) => `${round(s.calls / steps, 3)} ${s.query.slice(0, 70)}`).join(' | ')}`);
@@ -276,14 +277,14 @@ export class OpschainBench {
   }
 
   /**
-   * Drains `warmupSteps` of the same workload, untimed, with a fleet of the same shape (stopped
-   * after), so the drain that is measured runs on a warm server as a live one is: its code
-   * compiled, its connections open, its statements prepared. Without it the servers' compiler
-   * threads were busy through most of a timed drain of a few seconds.
+   * Drains `warmupSteps` per server of the same workload, untimed, with a fleet of the same shape
+   * (stopped after), so the drain that is measured runs on warm servers as live ones are: their
+   * code compiled, their connections open, their statements prepared. Each replica of a
+   * deployment warms as much as a lone server does: V8 tiers code up per process.
    */
   private async warmUp(d: Deployment, shape: DrainShape, file: (i: number, label: string) => LoadedRunFile, label: string): Promise<void> {
     const { sizes } = this.env;
-    const runs = Math.ceil(sizes.warmupSteps / sizes.stepsPerRun);
+    const runs = Math.ceil((sizes.warmupSteps * d.servers.length) / sizes.stepsPerRun);
     if (runs === 0) return;
     const warm = this.fleet(d, shape.runners, shape.slots, { namePrefix: 'warm' });
     await warm.register();
@@ -457,24 +458,30 @@ export class OpschainBench {
       await fleet.register();
       fleet.start();
       await fleet.until((c) => c.parked >= sizes.latencyRunners, 30_000, 'every runner parked');
-      // One run first, so connections and statement plans are as warm as on a live server.
-      const warm = await runSubmit(d.pool, benchRunFile('latency-warm', 'latency', 1), { actor: 'bench' });
-      await fleet.until(() => offered.has(warm.runId), 30_000, 'the warm-up offer');
-      await fleet.until((c) => c.parked >= sizes.latencyRunners && c.completed >= 1, 30_000, 'every runner parked again');
+      /** The runs submitted `latencySpacingMs` apart, each with its submit time, and each submit call's duration. */
+      const sequence = async (name: string) => {
+        const submitted = new Map<number, number>();
+        const submitMs: number[] = [];
+        const t0 = performance.now();
+        for (let i = 0; i < sizes.latencyRuns; i++) {
+          const wait = t0 + i * sizes.latencySpacingMs - performance.now();
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+          const at = performance.now();
+          const { runId } = await runSubmit(d.pool, benchRunFile(`${name}-${i}`, 'latency', 1), { actor: 'bench' });
+          submitMs.push(performance.now() - at);
+          submitted.set(runId, at);
+        }
+        await fleet.until(() => [...submitted.keys()].every((id) => offered.has(id)), 60_000, 'an offer for every run');
+        return { submitted, submitMs };
+      };
+      // The same sequence once untimed first, as graphile-worker's side does: the server's code
+      // compiled, its connections open and its statements prepared, as on a live server.
+      env.progress(`latency: warm-up, ${sizes.latencyRuns} single-step runs submitted ${sizes.latencySpacingMs} ms apart, untimed`);
+      await sequence('latency-warm');
+      await fleet.until((c) => c.parked >= sizes.latencyRunners && c.completed >= sizes.latencyRuns, 30_000, 'every runner parked again');
       env.progress(`latency: ${sizes.latencyRuns} single-step runs submitted ${sizes.latencySpacingMs} ms apart to ${sizes.latencyRunners} parked runners`);
-      const submitted = new Map<number, number>();
-      const submitMs: number[] = [];
-      const t0 = performance.now();
-      for (let i = 0; i < sizes.latencyRuns; i++) {
-        const wait = t0 + i * sizes.latencySpacingMs - performance.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        const at = performance.now();
-        const { runId } = await runSubmit(d.pool, benchRunFile(`latency-${i}`, 'latency', 1), { actor: 'bench' });
-        submitMs.push(performance.now() - at);
-        submitted.set(runId, at);
-      }
-      await fleet.until(() => [...submitted.keys()].every((id) => offered.has(id)), 60_000, 'an offer for every run');
-      await fleet.until((c) => c.completed >= sizes.latencyRuns + 1, 30_000, 'every completion');
+      const { submitted, submitMs } = await sequence('latency');
+      await fleet.until((c) => c.completed >= 2 * sizes.latencyRuns, 30_000, 'every completion');
       await fleet.stop();
       const samples = [...submitted].map(([id, at]) => offered.get(id)! - at);
       const p50 = figure({ scenario: 'latency', metric: 'submit→offer p50', value: percentile(samples, 50), unit: 'ms', baseline: base.p50Ms, better: 'lower', target: '≤ graphile-worker p50' });
@@ -685,3 +692,22 @@ export class OpschainBench {
     return out;
   }
 }
+
+/**
+ * How a drain's work fell over the replicas: the shards each held, the measured fleet's steps
+ * finished by the runners parked on it, and the span of those steps. A replica whose shards hold
+ * more of the work finishes last while the others' runners wait.
+ */
+async function replicaShares(pool: Pool): Promise<string> {
+  const { rows } = await pool.query(
+    `SELECT r.last_replica AS replica, count(*)::int AS steps,
+            extract(epoch FROM max(s.finished_at) - min(s.started_at))::float8 AS span,
+            (SELECT count(*)::int FROM coordination_leases c WHERE c.name LIKE 'shard:%' AND c.holder = r.last_replica) AS shards
+       FROM steps s JOIN runners r ON r.id = s.runner_id
+      WHERE r.name LIKE 'sim%'
+      GROUP BY r.last_replica ORDER BY steps DESC`,
+  );
+  const total = rows.reduce((n, r) => n + r.steps, 0);
+  return rows.map((r) => `${r.shards} shards, ${r.steps} steps (${round((100 * r.steps) / total, 3)}%), ${round(r.span, 3)} s`).join('; ');
+}
+
