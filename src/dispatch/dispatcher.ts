@@ -100,6 +100,9 @@ class TickWaiters {
 
 const runnerIdsOf = (calls: ParkedAcquire[]) => [...new Set(calls.map((a) => a.runner.id))];
 
+/** Replicas whose last tick found offers held: their next tick reads the posture before it claims. */
+const heldLastTick = new WeakSet<DispatchDeps>();
+
 /**
  * The tick over `calls` (the calls parked at its start). Until its last claim, calls that park
  * meanwhile join it before its next claim (appended to `calls`): a call that arrives just after
@@ -110,18 +113,39 @@ const runnerIdsOf = (calls: ParkedAcquire[]) => [...new Set(calls.map((a) => a.r
 async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickResult> {
   const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, held: null, tookAll: false };
   if (calls.length === 0) return result;
-  // The posture and the parked runners in one read: a held fleet costs this statement only.
-  const parked = await fleetParkedRead(deps.pool, runnerIdsOf(calls));
-  const held = offersHeldBy(parked.posture);
-  if (held) {
-    result.held = held;
-    return result;
+  // The posture and the parked runners in one read, on another connection while this one begins
+  // the transaction and sends the first claim: the three round trips overlap instead of queueing
+  // behind one another. A replica that last found offers held reads the posture alone first, so
+  // a held fleet costs that statement only.
+  const heldBefore = heldLastTick.has(deps);
+  const parkedRead = fleetParkedRead(deps.pool, runnerIdsOf(calls));
+  // Awaited below; a failure is answered there, not as an unhandled rejection meanwhile.
+  parkedRead.catch(() => {});
+  if (heldBefore) {
+    const held = offersHeldBy((await parkedRead).posture);
+    if (held) {
+      result.held = held;
+      return result;
+    }
+    heldLastTick.delete(deps);
   }
   const waiters = new TickWaiters();
-  waiters.add(calls, parked.runners);
-  if (waiters.open().length === 0) return result;
 
   const delivered = await withTransaction(deps.pool, async (client) => {
+    // The first claim asks for every slot the calls hold: a call of a drained runner, or a runner
+    // with no room left, leaves what it would have taken unplaced, in place.
+    const firstLimit = Math.min(calls.reduce((n, a) => n + a.slots, 0), MAX_CLAIMED);
+    const [parked, firstClaims] = await Promise.all([parkedRead, queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit: firstLimit })]);
+    const held = offersHeldBy(parked.posture);
+    if (held) {
+      // The claimed entries are only locked: the commit leaves them where they were.
+      heldLastTick.add(deps);
+      result.held = held;
+      return null;
+    }
+    waiters.add(calls, parked.runners);
+    // No call here can take anything: what the first claim locked stays where it was.
+    if (waiters.open().length === 0) return null;
     let deliveries: Delivery[] = [];
     let after: { lane: number; position: number } | undefined;
     // Claims no waiter could take yet: still locked by this transaction, planned again with the
@@ -146,8 +170,9 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
       let joined = false;
       const openSlots = () => waiters.open().reduce((n, w) => n + w.slots, 0);
       // Only calls this tick can still serve in full join it: a call answered after one tick
-      // (it carried completions) must not be answered short for want of claim budget.
-      const more = deps.registry.joiners(MAX_CLAIMED - result.claimed - openSlots());
+      // (it carried completions) must not be answered short for want of claim budget. The first
+      // page's claim was sent with the tick's start: calls that parked since join the next one.
+      const more = page === 0 ? [] : deps.registry.joiners(MAX_CLAIMED - result.claimed - openSlots());
       if (more.length > 0) {
         calls.push(...more);
         const late = await fleetParkedRead(client, runnerIdsOf(more));
@@ -160,8 +185,8 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
       const open = waiters.open();
       const slots = open.reduce((n, w) => n + w.slots, 0);
       if (slots === 0) break;
-      const limit = Math.min(slots, MAX_CLAIMED - result.claimed);
-      const claims = await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit, after });
+      const limit = page === 0 ? firstLimit : Math.min(slots, MAX_CLAIMED - result.claimed);
+      const claims = page === 0 ? firstClaims : await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit, after });
       result.claimed += claims.length;
       lastShort = claims.length < limit;
       if (claims.length === 0 && !(joined && unplaced.length > 0)) break;
@@ -241,6 +266,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries, lastShort };
   });
 
+  if (!delivered) return result;
   result.waiters = calls.length;
   result.delivered = delivered.leases.length;
   result.tookAll = delivered.lastShort && result.returned === 0 && result.delivered === result.claimed;

@@ -27,6 +27,16 @@ function kind(sql: string): string {
   return sql.replace(/\s+/g, ' ').slice(0, 40);
 }
 
+/**
+ * A tick's statements with its first three as a set: the posture read goes out on its own
+ * connection beside the transaction's BEGIN and first claim, so its place among them varies.
+ */
+function overlapped(kinds: string[]): Array<string | string[]> {
+  expect(kinds.indexOf('BEGIN')).toBeLessThan(kinds.indexOf('claim'));
+  return [[...kinds.slice(0, 3)].sort(), ...kinds.slice(3)];
+}
+const START = ['BEGIN', 'claim', 'posture+parked runners'];
+
 describe('what a dispatch tick reads', () => {
   const db = useTestDatabase();
   let pool: Pool;
@@ -68,7 +78,7 @@ describe('what a dispatch tick reads', () => {
     const b = park(runners[1], 2);
     const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
     expect(tick).toMatchObject({ waiters: 3, claimed: 5, delivered: 5, returned: 0, held: null });
-    expect(kinds).toEqual(['posture+parked runners', 'BEGIN', 'claim', 'deliver', 'COMMIT']);
+    expect(overlapped(kinds)).toEqual([START, 'deliver', 'COMMIT']);
     const offers = await Promise.all([a1.offers, a2.offers, b.offers]);
     expect(offers.map((o) => o.length)).toEqual([2, 1, 2]);
     // The details of each offer came back with the delivery itself.
@@ -101,17 +111,27 @@ describe('what a dispatch tick reads', () => {
   });
 
   /**
-   * deps.pool, except that the tick's first claim first runs `before` (park a call, pull a lever):
-   * what happens "while the tick plans", at a fixed point of it.
+   * deps.pool, except that `before` (park a call, pull a lever) runs once the tick's first claim
+   * has come back and before the tick sees its rows: what happens "while the tick plans", at a
+   * fixed point of it (its posture read, sent beside that claim, is done by then).
    */
-  const beforeFirstClaim = (before: () => Promise<void> | void): Pool => {
+  const whenFirstClaimReturns = (before: () => Promise<void> | void): Pool => {
     let done = false;
+    // The pool's own reads in flight (the posture read): the hook waits for them to be answered.
+    const reads = new Set<Promise<unknown>>();
     const bound = (o: object, k: string | symbol) => {
       const v: unknown = Reflect.get(o, k);
       return typeof v === 'function' ? v.bind(o) : v;
     };
     return new Proxy(pool, {
       get(target, key) {
+        if (key === 'query') {
+          return (...args: unknown[]) => {
+            const read = (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+            reads.add(read);
+            return read.finally(() => reads.delete(read));
+          };
+        }
         if (key !== 'connect') return bound(target, key);
         return async () => {
           const client = await target.connect();
@@ -119,11 +139,13 @@ describe('what a dispatch tick reads', () => {
             get(c, k) {
               if (k !== 'query') return bound(c, k);
               return async (...args: Parameters<typeof c.query>) => {
+                const value = await (c.query as (...a: unknown[]) => Promise<unknown>)(...args);
                 if (!done && typeof args[0] === 'string' && kind(args[0]) === 'claim') {
                   done = true;
+                  await Promise.allSettled([...reads]);
                   await before();
                 }
-                return (c.query as (...a: unknown[]) => unknown)(...args);
+                return value;
               };
             },
           });
@@ -136,13 +158,13 @@ describe('what a dispatch tick reads', () => {
     await seedRun(other, { steps: ['j1', 'j2', 'j3'].map((name) => ({ name })) });
     const first = park(runners[0], 1);
     let late: { offers: Promise<Offer[]> } | undefined;
-    deps.pool = beforeFirstClaim(() => {
+    deps.pool = whenFirstClaimReturns(() => {
       late = park(runners[1], 2);
     });
     const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
     expect(tick).toMatchObject({ waiters: 2, claimed: 3, delivered: 3 });
     // Its runner is read with the posture inside the tick, then one more claim serves it.
-    expect(kinds).toEqual(['posture+parked runners', 'BEGIN', 'claim', 'posture+parked runners', 'claim', 'deliver', 'COMMIT']);
+    expect(overlapped(kinds)).toEqual([START, 'posture+parked runners', 'claim', 'deliver', 'COMMIT']);
     expect((await first.offers).map((o) => o.step)).toEqual(['j1']);
     expect((await late!.offers).map((o) => o.step).sort()).toEqual(['j2', 'j3']);
   });
@@ -151,15 +173,21 @@ describe('what a dispatch tick reads', () => {
     await seedRun(other, { steps: ['h1', 'h2'].map((name) => ({ name })) });
     await postureLever(other, { fields: ['quiesced'], value: true, actor: 'test' });
     const early = park(runners[0], 1);
+    // The first tick's claim went out beside the posture read: it locked, and left, what it found.
     const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
     expect(tick).toMatchObject({ held: 'quiesced', claimed: 0, delivered: 0 });
-    expect(kinds).toEqual(['posture+parked runners']);
+    expect(overlapped(kinds)).toEqual([START, 'COMMIT']);
+    expect((await other.query(`SELECT count(*)::int AS n FROM queue_ready`)).rows[0].n).toBe(2);
+    // Having seen the fleet held, the next tick reads the posture alone: a held fleet costs that.
+    const { value: again, kinds: againKinds } = await recorded(() => dispatchOnce(deps));
+    expect(again).toMatchObject({ held: 'quiesced', claimed: 0, delivered: 0 });
+    expect(againKinds).toEqual(['posture+parked runners']);
     await postureLever(other, { fields: ['quiesced'], value: false, actor: 'test' });
 
     // Halted while the tick plans, straight in the store: what it planned before stands, and the
     // call that parks after the halt gets nothing from this tick.
     let late: { offers: Promise<Offer[]> } | undefined;
-    deps.pool = beforeFirstClaim(async () => {
+    deps.pool = whenFirstClaimReturns(async () => {
       await other.query(`UPDATE fleet_posture SET halted = true`);
       late = park(runners[1], 1);
     });
