@@ -4,6 +4,7 @@ import { makeWorkerUtils, run, runMigrations, type Logger as GwLogger, type Runn
 import { Logger } from 'graphile-worker';
 import type { Sizes } from './args.js';
 import { checkpoint, statsReset, costDelta, costSnapshot, costSum, topStatements, walByRelation, type BenchPostgres, type CostDelta, type TopStatement, type WalShare } from './pg.js';
+import { paced } from './pace.js';
 import { onCleanup } from './procs.js';
 import { createPool, type Pool } from '../src/store/pool.js';
 import { figure, percentile, perSecond, type Figure } from './stats.js';
@@ -199,21 +200,14 @@ export async function baselineLatency(db: { url: string }, count: number, spacin
   try {
     await listening;
     await withUtils(db.url, async (utils) => {
-      /** `count` jobs added `spacingMs` apart; those numbered from `first` are timed when `timed`. */
-      const sequence = async (first: number, timed: boolean) => {
-        const t0 = performance.now();
-        for (let i = first; i < first + count; i++) {
-          const wait = t0 + (i - first) * spacingMs - performance.now();
-          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-          if (timed) submitted.set(i, performance.now());
-          await utils.addJob('noop', { i });
-        }
-      };
-      // The same sequence once untimed first, as opschain's side does: the worker's code compiled,
-      // its connections open and its statement plans made, as on a live system.
-      await sequence(-count, false);
+      // The same sequence once untimed first (jobs -count..-1), as opschain's side does: the
+      // worker's code compiled, its connections open and its statement plans made, as on a live system.
+      await paced(count, spacingMs, (i) => utils.addJob('noop', { i: i - count }).then(() => {}));
       await new Promise((r) => setTimeout(r, 200));
-      await sequence(0, true);
+      await paced(count, spacingMs, async (i) => {
+        submitted.set(i, performance.now());
+        await utils.addJob('noop', { i });
+      });
     });
     await Promise.race([started, new Promise((_, reject) => setTimeout(() => reject(new Error(`graphile-worker latency: only ${latencies.length}/${count} jobs started within 30 s`)), 30_000))]);
   } finally {

@@ -14,6 +14,7 @@ import { consoleFigures } from './console.js';
 import { startupFigures } from './startup.js';
 import { triggerFigures } from './triggers.js';
 import { floorDrain, type FloorResult } from './floor.js';
+import { paced } from './pace.js';
 import { prequeue, readyCount } from './prequeue.js';
 import { checkpoint, statsReset, costDelta, costSnapshot, costSum, topStatements, walByRelation, walSharesNote, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
 import { onCleanup, ServerProcess } from './procs.js';
@@ -462,15 +463,12 @@ export class OpschainBench {
       const sequence = async (name: string) => {
         const submitted = new Map<number, number>();
         const submitMs: number[] = [];
-        const t0 = performance.now();
-        for (let i = 0; i < sizes.latencyRuns; i++) {
-          const wait = t0 + i * sizes.latencySpacingMs - performance.now();
-          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        await paced(sizes.latencyRuns, sizes.latencySpacingMs, async (i) => {
           const at = performance.now();
           const { runId } = await runSubmit(d.pool, benchRunFile(`${name}-${i}`, 'latency', 1), { actor: 'bench' });
           submitMs.push(performance.now() - at);
           submitted.set(runId, at);
-        }
+        });
         await fleet.until(() => [...submitted.keys()].every((id) => offered.has(id)), 60_000, 'an offer for every run');
         return { submitted, submitMs };
       };
