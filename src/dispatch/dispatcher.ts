@@ -99,6 +99,8 @@ class TickWaiters {
 }
 
 const runnerIdsOf = (calls: ParkedAcquire[]) => [...new Set(calls.map((a) => a.runner.id))];
+/** The offers these calls (or waiters) still have room for. */
+const slotsOf = (xs: Array<{ slots: number }>) => xs.reduce((n, x) => n + x.slots, 0);
 
 /** Replicas whose last tick found offers held: their next tick reads the posture before it claims. */
 const heldLastTick = new WeakSet<DispatchDeps>();
@@ -134,7 +136,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
   const delivered = await withTransaction(deps.pool, async (client) => {
     // The first claim asks for every slot the calls hold: a call of a drained runner, or a runner
     // with no room left, leaves what it would have taken unplaced, in place.
-    const firstLimit = Math.min(calls.reduce((n, a) => n + a.slots, 0), MAX_CLAIMED);
+    const firstLimit = Math.min(slotsOf(calls), MAX_CLAIMED);
     const [parked, firstClaims] = await Promise.all([parkedRead, queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit: firstLimit })]);
     const held = offersHeldBy(parked.posture);
     if (held) {
@@ -168,7 +170,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     let lastShort = false;
     for (let page = 0; page < MAX_PAGES && result.claimed < MAX_CLAIMED; page++) {
       let joined = false;
-      const openSlots = () => waiters.open().reduce((n, w) => n + w.slots, 0);
+      const openSlots = () => slotsOf(waiters.open());
       // Only calls this tick can still serve in full join it: a call answered after one tick
       // (it carried completions) must not be answered short for want of claim budget. The first
       // page's claim was sent with the tick's start: calls that parked since join the next one.
@@ -183,7 +185,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
         }
       }
       const open = waiters.open();
-      const slots = open.reduce((n, w) => n + w.slots, 0);
+      const slots = slotsOf(open);
       if (slots === 0) break;
       const limit = page === 0 ? firstLimit : Math.min(slots, MAX_CLAIMED - result.claimed);
       const claims = page === 0 ? firstClaims : await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit, after });
