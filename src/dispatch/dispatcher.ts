@@ -2,7 +2,7 @@ import type { QueueEntry, Waiter } from '../core/entry.js';
 import { planDelivery, type Delivery, type FleetRunner, type PoolState } from '../core/plan.js';
 import { leaseDeliver, leasesOutstandingByRun, pinsCreate, pinsForRuns, type DeliveredLease, type OfferDetail } from '../store/leases.js';
 import { fleetParkedRead, fleetRead, type ParkedRunnerRow } from '../store/fleet.js';
-import { withTransaction } from '../store/pool.js';
+import { withClient, withTransaction, type PoolClient } from '../store/pool.js';
 import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
 import type { PostureField } from '../store/posture.js';
 import { queueClaim } from '../store/queue.js';
@@ -34,8 +34,8 @@ export interface TickResult {
 
 /**
  * One dispatch tick: claim due entries of the owned shards, plan them over the parked acquires,
- * and deliver in the same transaction that locked them. An entry no parked runner can take is
- * never moved: it keeps its place in the queue.
+ * and deliver them (tick, below). An entry no parked runner can take is never moved: it keeps
+ * its place in the queue.
  */
 export async function dispatchOnce(deps: DispatchDeps): Promise<TickResult> {
   const calls = deps.registry.snapshot();
@@ -59,6 +59,8 @@ class TickWaiters {
   readonly runnerRuns = new Map<string, number>();
   private readonly plannedLoad = new Map<string, number>();
 
+  constructor(private readonly taken?: Map<ParkedAcquire, number>) {}
+
   add(calls: ParkedAcquire[], rows: ParkedRunnerRow[]): void {
     const byId = new Map(rows.map((r) => [r.runnerId, r]));
     for (const a of calls) {
@@ -75,7 +77,7 @@ class TickWaiters {
         exclusive: p.exclusive,
         maxLoad: p.maxLoad,
         runningLoad: p.runningLoad + (this.plannedLoad.get(p.runnerId) ?? 0),
-        slots: a.slots,
+        slots: a.slots - (this.taken?.get(a) ?? 0),
         onlyRunId: a.onlyRunId,
         drained: p.drained,
       };
@@ -104,6 +106,19 @@ const slotsOf = (xs: Array<{ slots: number }>) => xs.reduce((n, x) => n + x.slot
 
 /** Replicas whose last tick found offers held: their next tick reads the posture before it claims. */
 const heldLastTick = new WeakSet<DispatchDeps>();
+/** Replicas whose last tick claimed entries only a locked claim may take: their next tick locks from the start. */
+const lockedLastTick = new WeakSet<DispatchDeps>();
+
+/**
+ * Entries a tick must lock from its claim to its delivery: pooled ones (their holds are taken in
+ * the delivery's transaction), run-scoped ones (their pins are written there) and those of shards
+ * this replica does not own (the cross-shard lanes), which other replicas may claim at the same
+ * time. Any other entry is taken by the delivery's own delete, which commits alone.
+ */
+const needsLock = (e: QueueEntry, owned: ReadonlySet<number>) => e.pools.length > 0 || e.runScope || !owned.has(e.shard);
+
+/** The unlocked attempt met an entry that needs its lock (needsLock): the tick starts again, locked. */
+const NEEDS_LOCKS = Symbol('needs locks');
 
 /**
  * The tick over `calls` (the calls parked at its start). Until its last claim, calls that park
@@ -111,12 +126,19 @@ const heldLastTick = new WeakSet<DispatchDeps>();
  * a tick began is served by that tick instead of waiting for it and the next one. Each claim is
  * planned in stride order with what earlier claims of the tick charged, so joining changes who
  * is served sooner, not the order work is handed out in.
+ *
+ * A tick whose claims are all of owned shards, in no pool and not run-scoped reads them without
+ * locks and delivers in one statement that commits alone: its delete takes each entry once, and
+ * an entry removed meanwhile (cancelled, or taken by a dispatcher that locked it) is simply not
+ * leased. That is two statements (claim, delivery) instead of four (BEGIN, claim, delivery,
+ * COMMIT), and no row-lock record per entry. Otherwise the tick claims `FOR UPDATE SKIP LOCKED`
+ * in the transaction that delivers.
  */
 async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickResult> {
   const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, held: null, tookAll: false };
   if (calls.length === 0) return result;
-  // The posture and the parked runners in one read, on another connection while this one begins
-  // the transaction and sends the first claim: the three round trips overlap instead of queueing
+  // The posture and the parked runners in one read, on another connection while this one sends
+  // the first claim (after BEGIN, when locked): the round trips overlap instead of queueing
   // behind one another. A replica that last found offers held reads the posture alone first, so
   // a held fleet costs that statement only.
   const heldBefore = heldLastTick.has(deps);
@@ -131,143 +153,215 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     }
     heldLastTick.delete(deps);
   }
-  const waiters = new TickWaiters();
+  // Without the orchestrator's write riding on the delivery, the steps' start is a statement of
+  // its own, which must share the delivery's transaction.
+  const unlocked = deps.hooks.stepsStartedWithDelivery !== undefined && !lockedLastTick.has(deps);
+  const claimed = { neededLock: false };
+  let delivered = unlocked ? await withClient(deps.pool, (client) => planAndDeliver(deps, client, calls, parkedRead, result, false, claimed)) : NEEDS_LOCKS;
+  if (delivered === NEEDS_LOCKS) {
+    lockedLastTick.add(deps);
+    Object.assign(result, { claimed: 0, returned: 0 });
+    claimed.neededLock = false;
+    delivered = await withTransaction(deps.pool, (client) => planAndDeliver(deps, client, calls, parkedRead, result, true, claimed));
+    if (!claimed.neededLock) lockedLastTick.delete(deps);
+  } else if (delivered && delivered.lost > 0) {
+    // Another dispatcher took entries this one read (a shard changing hands, or its aged lane):
+    // the calls' remaining slots are served by a locked claim, which skips what others hold, and
+    // ticks lock until one claims nothing that needs it.
+    lockedLastTick.add(deps);
+    const taken = new Map<ParkedAcquire, number>();
+    for (const { call } of delivered.leases) taken.set(call, (taken.get(call) ?? 0) + 1);
+    const first = delivered;
+    const rest = await withTransaction(deps.pool, (client) => planAndDeliver(deps, client, calls, fleetParkedRead(client, runnerIdsOf(calls)), result, true, claimed, taken));
+    if (rest === NEEDS_LOCKS) throw new Error('a locked tick cannot need locks');
+    delivered = rest ? joinPlans(first, rest) : first;
+  }
+  if (delivered === NEEDS_LOCKS) throw new Error('a locked tick cannot need locks');
+  return finish(deps, calls, result, delivered);
+}
 
-  const delivered = await withTransaction(deps.pool, async (client) => {
-    // The first claim asks for every slot the calls hold: a call of a drained runner, or a runner
-    // with no room left, leaves what it would have taken unplaced, in place.
-    const firstLimit = Math.min(slotsOf(calls), MAX_CLAIMED);
-    const [parked, firstClaims] = await Promise.all([parkedRead, queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit: firstLimit })]);
-    const held = offersHeldBy(parked.posture);
-    if (held) {
-      // The claimed entries are only locked: the commit leaves them where they were.
-      heldLastTick.add(deps);
-      result.held = held;
-      return null;
-    }
-    waiters.add(calls, parked.runners);
-    // No call here can take anything: what the first claim locked stays where it was.
-    if (waiters.open().length === 0) return null;
-    let deliveries: Delivery[] = [];
-    let after: { lane: number; position: number } | undefined;
-    // Claims no waiter could take yet: still locked by this transaction, planned again with the
-    // next page (a call that joined may take them), and left in place at commit.
-    let unplaced: QueueEntry[] = [];
-    // What the store showed for the runs and pools of this tick's claims, read once each, and what
-    // earlier pages planned on top: the next page's plan counts both, so a pin binds its siblings
-    // and no cap or pool limit is overrun.
-    const fair = deps.fair.clone();
-    const storePins = new Map<number, string>();
-    const storeOut = new Map<number, number>();
-    const runsRead = new Set<number>();
-    const storePools: PoolState = new Map();
-    const poolsRead = new Set<string>();
-    const tickPins = new Map<number, string>();
-    const tickOut = new Map<number, number>();
-    const tickHolds = new Map<string, number>();
-    let fleet: FleetRunner[] | undefined;
-    // Whether the last claim sent came back with fewer entries than it asked for.
-    let lastShort = false;
-    for (let page = 0; page < MAX_PAGES && result.claimed < MAX_CLAIMED; page++) {
-      let joined = false;
-      const openSlots = () => slotsOf(waiters.open());
-      // Only calls this tick can still serve in full join it: a call answered after one tick
-      // (it carried completions) must not be answered short for want of claim budget. The first
-      // page's claim was sent with the tick's start: calls that parked since join the next one.
-      const more = page === 0 ? [] : deps.registry.joiners(MAX_CLAIMED - result.claimed - openSlots());
-      if (more.length > 0) {
-        calls.push(...more);
-        const late = await fleetParkedRead(client, runnerIdsOf(more));
-        // A posture pulled since the tick began keeps the late calls out; what was planned stands.
-        if (!offersHeldBy(late.posture)) {
-          waiters.add(more, late.runners);
-          joined = true;
-        }
-      }
-      const open = waiters.open();
-      const slots = slotsOf(open);
-      if (slots === 0) break;
-      const limit = page === 0 ? firstLimit : Math.min(slots, MAX_CLAIMED - result.claimed);
-      const claims = page === 0 ? firstClaims : await queueClaim(client, { shards: deps.ownedShards(), ...deps.claimLanes?.(), limit, after });
-      result.claimed += claims.length;
-      lastShort = claims.length < limit;
-      if (claims.length === 0 && !(joined && unplaced.length > 0)) break;
-      const batch = [...unplaced, ...claims];
-      // Only run-scoped runs are ever pinned or capped (the scope is frozen on every entry of the
-      // run): a tick with no run-scoped claim reads neither.
-      const newRuns = [...new Set(batch.filter((c) => c.runScope && !runsRead.has(c.runId)).map((c) => c.runId))];
-      if (newRuns.length > 0) {
-        for (const [run, runner] of await pinsForRuns(client, newRuns)) storePins.set(run, runner);
-        for (const [run, n] of await leasesOutstandingByRun(client, newRuns)) storeOut.set(run, n);
-        for (const run of newRuns) runsRead.add(run);
-      }
-      const newPools = [...new Set(batch.flatMap((c) => c.pools))].filter((name) => !poolsRead.has(name));
-      if (newPools.length > 0) {
-        for (const [name, p] of await poolStateRead(client, newPools)) storePools.set(name, p);
-        for (const name of newPools) poolsRead.add(name);
-      }
-      const pins = new Map([...storePins, ...tickPins]);
-      const outstanding = new Map(storeOut);
-      for (const [run, n] of tickOut) outstanding.set(run, (outstanding.get(run) ?? 0) + n);
-      const pools: PoolState = new Map([...storePools].map(([name, p]) => [name, { limit: p.limit, held: p.held + (tickHolds.get(name) ?? 0) }]));
-      // "Exceeds every max_load" is judged against the whole fleet, read only when a claim is
-      // larger than some parked runner could ever take.
-      const smallest = Math.min(...open.map((w) => w.maxLoad));
-      if (!fleet && batch.some((c) => c.load > smallest)) fleet = (await fleetRead(client)).filter((r) => !r.drained);
-      const plan = planDelivery({ claims: batch, waiters: open, pools, pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding, fairShare: fair, fleet, runnerRuns: waiters.runnerRuns });
-      unplaced = plan.returned.map((r) => r.entry);
-      for (const d of plan.deliveries) {
-        deliveries.push(d);
-        fair.charge(d.entry.lane, d.entry.fairKey, d.entry.weight);
-        if (d.pin) tickPins.set(d.entry.runId, d.waiter.runnerId);
-        const scoped = d.entry.runScope || pins.has(d.entry.runId);
-        if (scoped) tickOut.set(d.entry.runId, (tickOut.get(d.entry.runId) ?? 0) + 1);
-        for (const name of d.entry.pools) tickHolds.set(name, (tickHolds.get(name) ?? 0) + 1);
-        waiters.planned(d, scoped);
-      }
-      if (claims.length < limit) break;
-      const last: QueueEntry = claims[claims.length - 1];
-      after = { lane: last.lane, position: last.position };
-    }
-    result.returned = unplaced.length;
-    if (deliveries.length === 0) return { leases: [] as Array<{ lease: DeliveredLease; call: ParkedAcquire }>, details: new Map<number, OfferDetail>(), deliveries, lastShort };
-    // Pool holds, all or none per step, limit rows locked in name order; a step another replica
-    // filled the pool ahead of stays queued (its claim is simply not delivered).
-    const granted = await poolHoldAcquireMany(client, deliveries.filter((d) => d.entry.pools.length > 0).map((d) => ({ stepId: d.entry.stepId, attempt: d.entry.attempt, pools: d.entry.pools })));
-    deliveries = deliveries.filter((d) => d.entry.pools.length === 0 || granted.has(d.entry.stepId));
-    // Pins are written before the deliveries, in this transaction, for every run this tick pinned
-    // that still has a delivery. A run another replica pinned meanwhile (aged any-shard claims)
-    // keeps that pin: deliveries here that disagree with it are dropped.
-    const pinRuns = [...new Set(deliveries.filter((d) => tickPins.has(d.entry.runId)).map((d) => d.entry.runId))];
-    if (pinRuns.length > 0) {
-      await pinsCreate(client, pinRuns.map((runId) => ({ runId, runnerId: tickPins.get(runId)! })));
-      const actual = await pinsForRuns(client, pinRuns);
-      const dropped = deliveries.filter((d) => actual.has(d.entry.runId) && actual.get(d.entry.runId) !== d.waiter.runnerId);
-      if (dropped.length > 0) {
-        await poolHoldRelease(client, dropped.map((d) => d.entry.stepId));
-        deliveries = deliveries.filter((d) => !dropped.includes(d));
+interface Delivered {
+  leases: Array<{ lease: DeliveredLease; call: ParkedAcquire }>;
+  details: Map<number, OfferDetail>;
+  deliveries: Delivery[];
+  lastShort: boolean;
+  /** Planned deliveries whose entry was gone when the delivery ran (only an unlocked claim can lose one). */
+  lost: number;
+}
+type Planned = Delivered | null;
+
+const joinPlans = (a: Delivered, b: Delivered): Delivered => ({
+  leases: [...a.leases, ...b.leases],
+  details: new Map([...a.details, ...b.details]),
+  deliveries: [...a.deliveries, ...b.deliveries],
+  lastShort: b.lastShort,
+  lost: a.lost + b.lost,
+});
+
+/**
+ * Claims, plans and delivers on `client`: inside a transaction when `locked`, each statement on
+ * its own otherwise. Unlocked, it gives up (NEEDS_LOCKS) before writing anything as soon as a
+ * claim holds an entry that needs its lock.
+ */
+async function planAndDeliver(
+  deps: DispatchDeps,
+  client: PoolClient,
+  calls: ParkedAcquire[],
+  parkedRead: ReturnType<typeof fleetParkedRead>,
+  result: TickResult,
+  locked: boolean,
+  claimed: { neededLock: boolean },
+  /** Offers the calls already received in this tick: their slots are that many fewer. */
+  taken?: Map<ParkedAcquire, number>,
+): Promise<Planned | typeof NEEDS_LOCKS> {
+  const waiters = new TickWaiters(taken);
+  const shards = deps.ownedShards();
+  const owned = new Set(shards);
+  const lanes = deps.claimLanes?.();
+  // Locked, a tick whose claims all turn out not to need it lets the next one go without.
+  const claim = async (limit: number, after?: { lane: number; position: number }) => {
+    const claims = await queueClaim(client, { shards, ...lanes, limit, after, lock: locked });
+    if (claims.some((c) => needsLock(c, owned))) claimed.neededLock = true;
+    return claims;
+  };
+  // The first claim asks for every slot the calls hold: a call of a drained runner, or a runner
+  // with no room left, leaves what it would have taken unplaced, in place.
+  const firstLimit = Math.min(slotsOf(calls), MAX_CLAIMED);
+  const [parked, firstClaims] = await Promise.all([parkedRead, claim(firstLimit)]);
+  const held = offersHeldBy(parked.posture);
+  if (held) {
+    // Claimed entries are at most locked: the commit leaves them where they were.
+    heldLastTick.add(deps);
+    result.held = held;
+    return null;
+  }
+  if (!locked && claimed.neededLock) return NEEDS_LOCKS;
+  waiters.add(calls, parked.runners);
+  // No call here can take anything: what the first claim found stays where it was.
+  if (waiters.open().length === 0) return null;
+  let deliveries: Delivery[] = [];
+  let after: { lane: number; position: number } | undefined;
+  // Claims no waiter could take yet (still locked by this transaction, when it locks): planned
+  // again with the next page (a call that joined may take them), and left in place.
+  let unplaced: QueueEntry[] = [];
+  // What the store showed for the runs and pools of this tick's claims, read once each, and what
+  // earlier pages planned on top: the next page's plan counts both, so a pin binds its siblings
+  // and no cap or pool limit is overrun.
+  const fair = deps.fair.clone();
+  const storePins = new Map<number, string>();
+  const storeOut = new Map<number, number>();
+  const runsRead = new Set<number>();
+  const storePools: PoolState = new Map();
+  const poolsRead = new Set<string>();
+  const tickPins = new Map<number, string>();
+  const tickOut = new Map<number, number>();
+  const tickHolds = new Map<string, number>();
+  let fleet: FleetRunner[] | undefined;
+  // Whether the last claim sent came back with fewer entries than it asked for.
+  let lastShort = false;
+  for (let page = 0; page < MAX_PAGES && result.claimed < MAX_CLAIMED; page++) {
+    let joined = false;
+    const openSlots = () => slotsOf(waiters.open());
+    // Only calls this tick can still serve in full join it: a call answered after one tick
+    // (it carried completions) must not be answered short for want of claim budget. The first
+    // page's claim was sent with the tick's start: calls that parked since join the next one.
+    const more = page === 0 ? [] : deps.registry.joiners(MAX_CLAIMED - result.claimed - openSlots());
+    if (more.length > 0) {
+      calls.push(...more);
+      const late = await fleetParkedRead(client, runnerIdsOf(more));
+      // A posture pulled since the tick began keeps the late calls out; what was planned stands.
+      if (!offersHeldBy(late.posture)) {
+        waiters.add(more, late.runners);
+        joined = true;
       }
     }
-    // Each offer goes to the acquire call it was planned on (its slots and its only_run_id held).
-    const callOf = new Map<number, ParkedAcquire>();
-    for (const d of deliveries) callOf.set(d.entry.stepId, waiters.callOf.get(d.waiter)!);
-    const items = deliveries.map((d) => {
-      const call = callOf.get(d.entry.stepId)!;
-      return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId, acked: call.ackOnDelivery ?? false };
-    });
-    const along = deps.hooks.stepsStartedWithDelivery;
-    const offers = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items, along });
-    const leases = offers.map((o) => o.lease);
-    // A planned delivery that did not become a lease stays queued: it must not keep a pool hold.
-    const leased = new Set(leases.map((l) => l.stepId));
-    const unheld = deliveries.filter((d) => d.entry.pools.length > 0 && !leased.has(d.entry.stepId)).map((d) => d.entry.stepId);
-    if (unheld.length > 0) await poolHoldRelease(client, unheld);
-    if (!along) await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId })));
-    const details = new Map<number, OfferDetail>();
-    for (const o of offers) if (o.detail) details.set(o.lease.stepId, o.detail);
-    return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries, lastShort };
+    const open = waiters.open();
+    const slots = slotsOf(open);
+    if (slots === 0) break;
+    const limit = page === 0 ? firstLimit : Math.min(slots, MAX_CLAIMED - result.claimed);
+    const claims = page === 0 ? firstClaims : await claim(limit, after);
+    if (!locked && claimed.neededLock) return NEEDS_LOCKS;
+    result.claimed += claims.length;
+    lastShort = claims.length < limit;
+    if (claims.length === 0 && !(joined && unplaced.length > 0)) break;
+    const batch = [...unplaced, ...claims];
+    // Only run-scoped runs are ever pinned or capped (the scope is frozen on every entry of the
+    // run): a tick with no run-scoped claim reads neither.
+    const newRuns = [...new Set(batch.filter((c) => c.runScope && !runsRead.has(c.runId)).map((c) => c.runId))];
+    if (newRuns.length > 0) {
+      for (const [run, runner] of await pinsForRuns(client, newRuns)) storePins.set(run, runner);
+      for (const [run, n] of await leasesOutstandingByRun(client, newRuns)) storeOut.set(run, n);
+      for (const run of newRuns) runsRead.add(run);
+    }
+    const newPools = [...new Set(batch.flatMap((c) => c.pools))].filter((name) => !poolsRead.has(name));
+    if (newPools.length > 0) {
+      for (const [name, p] of await poolStateRead(client, newPools)) storePools.set(name, p);
+      for (const name of newPools) poolsRead.add(name);
+    }
+    const pins = new Map([...storePins, ...tickPins]);
+    const outstanding = new Map(storeOut);
+    for (const [run, n] of tickOut) outstanding.set(run, (outstanding.get(run) ?? 0) + n);
+    const pools: PoolState = new Map([...storePools].map(([name, p]) => [name, { limit: p.limit, held: p.held + (tickHolds.get(name) ?? 0) }]));
+    // "Exceeds every max_load" is judged against the whole fleet, read only when a claim is
+    // larger than some parked runner could ever take.
+    const smallest = Math.min(...open.map((w) => w.maxLoad));
+    if (!fleet && batch.some((c) => c.load > smallest)) fleet = (await fleetRead(client)).filter((r) => !r.drained);
+    const plan = planDelivery({ claims: batch, waiters: open, pools, pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding, fairShare: fair, fleet, runnerRuns: waiters.runnerRuns });
+    unplaced = plan.returned.map((r) => r.entry);
+    for (const d of plan.deliveries) {
+      deliveries.push(d);
+      fair.charge(d.entry.lane, d.entry.fairKey, d.entry.weight);
+      if (d.pin) tickPins.set(d.entry.runId, d.waiter.runnerId);
+      const scoped = d.entry.runScope || pins.has(d.entry.runId);
+      if (scoped) tickOut.set(d.entry.runId, (tickOut.get(d.entry.runId) ?? 0) + 1);
+      for (const name of d.entry.pools) tickHolds.set(name, (tickHolds.get(name) ?? 0) + 1);
+      waiters.planned(d, scoped);
+    }
+    if (claims.length < limit) break;
+    const last: QueueEntry = claims[claims.length - 1];
+    after = { lane: last.lane, position: last.position };
+  }
+  result.returned = unplaced.length;
+  if (deliveries.length === 0) return { leases: [], details: new Map<number, OfferDetail>(), deliveries, lastShort, lost: 0 };
+  // Pool holds, all or none per step, limit rows locked in name order; a step another replica
+  // filled the pool ahead of stays queued (its claim is simply not delivered).
+  const granted = await poolHoldAcquireMany(client, deliveries.filter((d) => d.entry.pools.length > 0).map((d) => ({ stepId: d.entry.stepId, attempt: d.entry.attempt, pools: d.entry.pools })));
+  deliveries = deliveries.filter((d) => d.entry.pools.length === 0 || granted.has(d.entry.stepId));
+  // Pins are written before the deliveries, in this transaction, for every run this tick pinned
+  // that still has a delivery. A run another replica pinned meanwhile (aged any-shard claims)
+  // keeps that pin: deliveries here that disagree with it are dropped.
+  const pinRuns = [...new Set(deliveries.filter((d) => tickPins.has(d.entry.runId)).map((d) => d.entry.runId))];
+  if (pinRuns.length > 0) {
+    await pinsCreate(client, pinRuns.map((runId) => ({ runId, runnerId: tickPins.get(runId)! })));
+    const actual = await pinsForRuns(client, pinRuns);
+    const dropped = deliveries.filter((d) => actual.has(d.entry.runId) && actual.get(d.entry.runId) !== d.waiter.runnerId);
+    if (dropped.length > 0) {
+      await poolHoldRelease(client, dropped.map((d) => d.entry.stepId));
+      deliveries = deliveries.filter((d) => !dropped.includes(d));
+    }
+  }
+  // Each offer goes to the acquire call it was planned on (its slots and its only_run_id held).
+  const callOf = new Map<number, ParkedAcquire>();
+  for (const d of deliveries) callOf.set(d.entry.stepId, waiters.callOf.get(d.waiter)!);
+  const items = deliveries.map((d) => {
+    const call = callOf.get(d.entry.stepId)!;
+    return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId, acked: call.ackOnDelivery ?? false };
   });
+  const along = deps.hooks.stepsStartedWithDelivery;
+  const offers = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items, along });
+  const leases = offers.map((o) => o.lease);
+  // A planned delivery that did not become a lease stays queued: it must not keep a pool hold.
+  const leased = new Set(leases.map((l) => l.stepId));
+  const unheld = deliveries.filter((d) => d.entry.pools.length > 0 && !leased.has(d.entry.stepId)).map((d) => d.entry.stepId);
+  if (unheld.length > 0) await poolHoldRelease(client, unheld);
+  if (!along) await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId })));
+  const details = new Map<number, OfferDetail>();
+  for (const o of offers) if (o.detail) details.set(o.lease.stepId, o.detail);
+  return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries, lastShort, lost: deliveries.length - leases.length };
+}
 
+/** What a tick that delivered does once its delivery has committed: fair share, events, the answers. */
+async function finish(deps: DispatchDeps, calls: ParkedAcquire[], result: TickResult, delivered: Planned): Promise<TickResult> {
   if (!delivered) return result;
   result.waiters = calls.length;
   result.delivered = delivered.leases.length;

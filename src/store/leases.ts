@@ -101,9 +101,12 @@ const deliverAlong = new Map<DeliveryWrite, ReturnType<typeof prepared>>();
 
 /**
  * Moves claimed queue rows into delivered leases and returns each with what its offer carries
- * (offerDetails), in one statement, with `along` (when given) as one more part of it. Runs in
- * the transaction that locked them with queueClaim, so a crash before commit leaves the queue
- * untouched.
+ * (offerDetails), in the order of `items`, in one statement, with `along` (when given) as one
+ * more part of it. In the transaction that locked the rows with queueClaim, or alone after an
+ * unlocked claim: its delete takes each row once, so a row another dispatcher took or a cancel
+ * removed meanwhile is not leased, and it deletes in step order, so two deliveries over
+ * overlapping rows wait on each other instead of deadlocking. A crash before commit leaves the
+ * queue untouched.
  */
 export async function leaseDeliver(
   client: PoolClient,
@@ -115,7 +118,10 @@ export async function leaseDeliver(
     statement = deliverAlong.get(p.along) ?? prepared(deliverSql(p.along));
     deliverAlong.set(p.along, statement);
   }
-  const { rows } = await client.query(statement([p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)]));
+  const items = [...p.items].sort((a, b) => a.stepId - b.stepId);
+  const { rows } = await client.query(statement([items.map((i) => i.stepId), items.map((i) => i.runnerId), items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, items.map((i) => i.acked ?? false)]));
+  const order = new Map(p.items.map((i, k) => [i.stepId, k]));
+  rows.sort((a, b) => order.get(Number(a.step_id))! - order.get(Number(b.step_id))!);
   return rows.map((r) => ({
     lease: {
       stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id,

@@ -150,6 +150,20 @@ export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) =>
   }
 }
 
+/** Runs fn on one client outside a transaction: each of its statements commits on its own. */
+export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    return await fn(client);
+  } catch (err) {
+    broken = isStoreUnavailable(err);
+    throw err;
+  } finally {
+    client.release(broken ? true : undefined);
+  }
+}
+
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '53300']);
 
 /** True when err means "the store could not be reached or answered in time", as opposed to a logic error. */

@@ -119,6 +119,8 @@ export interface ClaimParams {
   liveSites?: string[];
   /** The aged any-shard lane: entries ready at least this long, whichever shard, among the first `limit` of their lane. Null: off. */
   agedAfterMs?: number | null;
+  /** Lock the entries `FOR UPDATE SKIP LOCKED` (the default), or only read them. */
+  lock?: boolean;
 }
 
 const LANE_IDS = LANE_NAMES.map((_, i) => i);
@@ -126,7 +128,8 @@ const LANE_IDS = LANE_NAMES.map((_, i) => i);
 /**
  * Locks up to `limit` due entries in (lane, position) order, skipping rows another dispatcher
  * holds. Must run inside the delivery transaction: rows not delivered stay exactly where they
- * were when it commits. Claimable are:
+ * were when it commits. With `lock: false` it only reads them, and the delivery's own delete
+ * decides which it takes (an entry gone meanwhile is not leased). Claimable are:
  *
  *  - fresh entries of the owned shards (unless stamped for another live site);
  *  - this replica's own site's stamped entries, from any shard;
@@ -164,8 +167,8 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
                  WHERE $7::bigint IS NOT NULL AND h.ready_at <= now() - $7::bigint * interval '1 millisecond'))
         )
       ORDER BY lane, position
-      LIMIT $2
-      FOR UPDATE SKIP LOCKED`,
+      LIMIT $2${p.lock === false ? '' : `
+      FOR UPDATE SKIP LOCKED`}`,
     [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null, site, liveSites, agedLane, LANE_IDS],
   );
   return rows.map(mapEntry);

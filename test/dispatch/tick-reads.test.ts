@@ -15,7 +15,7 @@ function kind(sql: string): string {
   if (/^\s*(BEGIN|COMMIT|ROLLBACK)\b/i.test(sql)) return sql.trim().split(/\s/)[0].toUpperCase();
   if (/fleet_posture/.test(sql) && /FROM runners r/.test(sql)) return 'posture+parked runners';
   if (/fleet_posture/.test(sql)) return 'posture';
-  if (/FROM queue_ready/.test(sql) && /SKIP LOCKED/.test(sql)) return 'claim';
+  if (/^\s*SELECT \* FROM queue_ready/.test(sql)) return /SKIP LOCKED/.test(sql) ? 'locked claim' : 'claim';
   if (/INSERT INTO scheduler_run_pins/.test(sql)) return 'pin write';
   if (/scheduler_run_pins/.test(sql)) return 'pins';
   if (/run_scope AND runner_id/.test(sql)) return 'scoped runs';
@@ -28,14 +28,11 @@ function kind(sql: string): string {
 }
 
 /**
- * A tick's statements with its first three as a set: the posture read goes out on its own
- * connection beside the transaction's BEGIN and first claim, so its place among them varies.
+ * A tick's statements with its first two as a set: the posture read goes out on its own
+ * connection beside the first claim, so its place beside it varies.
  */
-function overlapped(kinds: string[]): Array<string | string[]> {
-  expect(kinds.indexOf('BEGIN')).toBeLessThan(kinds.indexOf('claim'));
-  return [[...kinds.slice(0, 3)].sort(), ...kinds.slice(3)];
-}
-const START = ['BEGIN', 'claim', 'posture+parked runners'];
+const overlapped = (kinds: string[]): Array<string | string[]> => [[...kinds.slice(0, 2)].sort(), ...kinds.slice(2)];
+const START = ['claim', 'posture+parked runners'];
 
 describe('what a dispatch tick reads', () => {
   const db = useTestDatabase();
@@ -60,7 +57,7 @@ describe('what a dispatch tick reads', () => {
     await other.end();
   });
   beforeEach(async () => {
-    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds`);
+    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds, pool_limits`);
     await postureLever(other, { fields: ['halted', 'quiesced', 'system_quiesced'], value: false, actor: 'test' });
     deps = testDispatchDeps(pool, { replicaId: 'replica-reads', acceptExceeding: true });
   });
@@ -71,14 +68,14 @@ describe('what a dispatch tick reads', () => {
     return { value, kinds: statements.map(kind) };
   };
 
-  it('a busy tick with no run-scoped claim reads the posture with the parked runners, and no pins, caps or scoped runs; its delivery starts the steps', async () => {
+  it('a busy tick with no run-scoped or pooled claim reads the posture with the parked runners, and no pins, caps or scoped runs; it claims without locks and its delivery, committing alone, starts the steps', async () => {
     await seedRun(other, { steps: ['s1', 's2', 's3', 's4', 's5'].map((name) => ({ name })) });
     const a1 = park(runners[0], 2);
     const a2 = park(runners[0], 1);
     const b = park(runners[1], 2);
     const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
     expect(tick).toMatchObject({ waiters: 3, claimed: 5, delivered: 5, returned: 0, held: null });
-    expect(overlapped(kinds)).toEqual([START, 'deliver', 'COMMIT']);
+    expect(overlapped(kinds)).toEqual([START, 'deliver']);
     const offers = await Promise.all([a1.offers, a2.offers, b.offers]);
     expect(offers.map((o) => o.length)).toEqual([2, 1, 2]);
     // The details of each offer came back with the delivery itself.
@@ -92,6 +89,10 @@ describe('what a dispatch tick reads', () => {
     const a = park(runners[0], 4);
     const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
     expect(tick).toMatchObject({ claimed: 3, delivered: 2, returned: 1 });
+    // A scoped entry needs its lock (its pin is written in the delivery's transaction): the
+    // unlocked claim that found it is followed by a locked one, and the tick delivers in that.
+    expect(overlapped(kinds).slice(0, 3)).toEqual([START, 'BEGIN', 'locked claim']);
+    expect(kinds.at(-1)).toBe('COMMIT');
     expect(kinds.filter((k) => k === 'outstanding')).toHaveLength(1);
     // Its pin read before planning, written, and read back (another replica may have pinned it first).
     expect(kinds.filter((k) => k.startsWith('pin'))).toEqual(['pins', 'pin write', 'pins']);
@@ -103,6 +104,8 @@ describe('what a dispatch tick reads', () => {
     const { value: second, kinds: secondKinds } = await recorded(() => dispatchOnce(deps));
     expect(second).toMatchObject({ delivered: 0 });
     expect(secondKinds).not.toContain('scoped runs');
+    // The tick after one that needed locks locks from the start; its claims needed none.
+    expect(overlapped(secondKinds.filter((k) => k !== 'BEGIN')).slice(0, 1)).toEqual([['locked claim', 'posture+parked runners']]);
     const b = park(runners[1], 1);
     expect((await dispatchOnce(deps)).delivered).toBe(1);
     expect((await b.offers).map((o) => o.run_id)).toEqual([loose.runId]);
@@ -164,19 +167,86 @@ describe('what a dispatch tick reads', () => {
     const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
     expect(tick).toMatchObject({ waiters: 2, claimed: 3, delivered: 3 });
     // Its runner is read with the posture inside the tick, then one more claim serves it.
-    expect(overlapped(kinds)).toEqual([START, 'posture+parked runners', 'claim', 'deliver', 'COMMIT']);
+    expect(overlapped(kinds)).toEqual([START, 'posture+parked runners', 'claim', 'deliver']);
     expect((await first.offers).map((o) => o.step)).toEqual(['j1']);
     expect((await late!.offers).map((o) => o.step).sort()).toEqual(['j2', 'j3']);
+  });
+
+  it('a pooled claim is made again under lock and delivered in its transaction; ticks lock until one claims nothing that needs it', async () => {
+    await other.query(`INSERT INTO pool_limits (name, max_holders) VALUES ('db', 1)`);
+    await seedRun(other, { steps: [{ name: 'pooled', pools: ['db'] }, { name: 'plain' }] });
+    const a = park(runners[0], 2);
+    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    expect(tick).toMatchObject({ claimed: 2, delivered: 2 });
+    expect(overlapped(kinds).slice(0, 3)).toEqual([START, 'BEGIN', 'locked claim']);
+    expect(kinds).toContain('pools');
+    expect(kinds.slice(-2)).toEqual(['deliver', 'COMMIT']);
+    expect((await a.offers).map((o) => o.step).sort()).toEqual(['plain', 'pooled']);
+    expect((await other.query(`SELECT pool, step_id FROM pool_holds`)).rows).toHaveLength(1);
+
+    // The next tick locks from the start; it claims only entries that need no lock...
+    await seedRun(other, { steps: [{ name: 'second' }] });
+    const b = park(runners[1], 1);
+    const { kinds: lockedKinds } = await recorded(() => dispatchOnce(deps));
+    expect(overlapped(lockedKinds.filter((k) => k !== 'BEGIN'))).toEqual([['locked claim', 'posture+parked runners'], 'deliver', 'COMMIT']);
+    expect((await b.offers).map((o) => o.step)).toEqual(['second']);
+    // ... so the one after goes without.
+    await seedRun(other, { steps: [{ name: 'third' }] });
+    const c = park(runners[1], 1);
+    const { kinds: unlockedKinds } = await recorded(() => dispatchOnce(deps));
+    expect(overlapped(unlockedKinds)).toEqual([START, 'deliver']);
+    expect((await c.offers).map((o) => o.step)).toEqual(['third']);
+  });
+
+  it('an entry taken while an unlocked tick plans is not leased twice: the call gets the next one, from a locked claim', async () => {
+    const { stepIds } = await seedRun(other, { steps: ['t1', 't2', 't3'].map((name) => ({ name })) });
+    const a = park(runners[0], 1);
+    // Another dispatcher takes t1 between this tick's claim and its delivery.
+    deps.pool = whenFirstClaimReturns(async () => {
+      await other.query(`DELETE FROM queue_ready WHERE step_id = $1`, [stepIds[0]]);
+    });
+    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    expect(tick).toMatchObject({ delivered: 1 });
+    expect(overlapped(kinds)).toEqual([START, 'deliver', 'BEGIN', 'posture+parked runners', 'locked claim', 'deliver', 'COMMIT']);
+    expect((await a.offers).map((o) => o.step)).toEqual(['t2']);
+    const { rows } = await other.query(`SELECT step_id FROM scheduler_job_leases ORDER BY step_id`);
+    expect(rows.map((r) => Number(r.step_id))).toEqual([stepIds[1]]);
+  });
+
+  it('two dispatchers claiming the same shards without locks lease every entry once, and every call is served', async () => {
+    const seeded = await Promise.all(Array.from({ length: 4 }, (_, r) => seedRun(other, { steps: Array.from({ length: 10 }, (_, i) => ({ name: `r${r}s${i}` })) })));
+    const all = seeded.flatMap((s) => s.stepIds).sort((x, y) => x - y);
+    const twin = testDispatchDeps(pool, { replicaId: 'replica-twin', acceptExceeding: true });
+    for (const id of ['rnr_wide_a', 'rnr_wide_b']) {
+      await other.query(`INSERT INTO runners (id, name, max_load, max_parallel_steps, credential_hash) VALUES ($1, $1, 64, 64, $2) ON CONFLICT DO NOTHING`, [id, `hash-${id}`]);
+    }
+    const wide = (await other.query(`SELECT * FROM runners WHERE id LIKE 'rnr_wide_%' ORDER BY id`)).rows.map(mapRunner);
+    const got: Offer[] = [];
+    for (let round = 0; round < 4; round++) {
+      // Five one-slot calls on each, every runner a fresh one: 10 offers a round, 40 entries in all.
+      const calls = [deps, twin].flatMap((d, k) => Array.from({ length: 5 }, (_, i) => d.registry.park({ runner: wide[(k + i) % 2], requestId: `race-${round}-${k}-${i}`, slots: 1, onlyRunId: null, parkedAt: Date.now() }, 30_000)));
+      const ticks = await Promise.all([dispatchOnce(deps), dispatchOnce(twin)]);
+      expect(ticks[0].delivered + ticks[1].delivered).toBe(10);
+      for (const c of calls) {
+        const offers = await c.offers;
+        expect(offers).toHaveLength(1);
+        got.push(...offers);
+      }
+    }
+    expect(got.map((o) => o.step_id).sort((x, y) => x - y)).toEqual(all);
+    const { rows } = await other.query(`SELECT count(*)::int AS n, count(DISTINCT step_id)::int AS d FROM scheduler_job_leases`);
+    expect(rows[0]).toEqual({ n: 40, d: 40 });
+    expect((await other.query(`SELECT count(*)::int AS n FROM queue_ready`)).rows[0].n).toBe(0);
   });
 
   it('a posture pulled on another replica holds the next tick here, and keeps out calls that join a tick after it', async () => {
     await seedRun(other, { steps: ['h1', 'h2'].map((name) => ({ name })) });
     await postureLever(other, { fields: ['quiesced'], value: true, actor: 'test' });
     const early = park(runners[0], 1);
-    // The first tick's claim went out beside the posture read: it locked, and left, what it found.
+    // The first tick's claim went out beside the posture read: it read, and left, what it found.
     const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
     expect(tick).toMatchObject({ held: 'quiesced', claimed: 0, delivered: 0 });
-    expect(overlapped(kinds)).toEqual([START, 'COMMIT']);
+    expect(overlapped(kinds)).toEqual([START]);
     expect((await other.query(`SELECT count(*)::int AS n FROM queue_ready`)).rows[0].n).toBe(2);
     // Having seen the fleet held, the next tick reads the posture alone: a held fleet costs that.
     const { value: again, kinds: againKinds } = await recorded(() => dispatchOnce(deps));
