@@ -4,7 +4,7 @@ import { leaseRevokeRun } from '../store/lease-revoke.js';
 import { stepLogSystem } from '../store/logs.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { queueRemoveRun } from '../store/queue.js';
-import { runGet, runLock, runsFinish, stepsCloseWaiting, type RunStatus } from '../store/runs.js';
+import { runGet, runLock, runsFinish, stepsCloseWaiting, stepsLockRun, type RunStatus } from '../store/runs.js';
 
 export interface RunCancelled {
   id: number;
@@ -28,9 +28,12 @@ export async function runCancel(pool: Pool, runId: number, opts: { actor: string
     const seen = await runGet(client, runId);
     if (!seen) throw new NotFound(`no run with id ${runId}`);
     if (seen.status !== 'running') return { id: runId, status: seen.status, cancelled: false, steps: [], revoked: 0 };
-    // Leases before the run row: the lease lifecycle holds a lease row when it takes the run's lock.
+    // Leases, queue entries and steps before the run row, the order every writer of a run's rows
+    // takes them in: the lease lifecycle holds a lease row and its step when it takes the run's
+    // lock, and a retry locks the run's steps before the run.
     const revoked = await leaseRevokeRun(client, runId);
     await queueRemoveRun(client, runId);
+    await stepsLockRun(client, runId);
     const run = await runLock(client, runId);
     if (!run || run.status !== 'running') return { id: runId, status: run?.status ?? seen.status, cancelled: false, steps: [], revoked: revoked.length };
     const cause = `cancelled by ${opts.actor}`;

@@ -80,7 +80,7 @@ export type DeliveryWrite = (leases: string) => string;
 
 const deliverSql = (along?: DeliveryWrite) =>
   `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
-          d AS (DELETE FROM queue_ready q USING m WHERE q.step_id = m.step_id RETURNING q.*),
+          d AS (DELETE FROM queue_ready q WHERE q.step_id = ANY($1::bigint[]) RETURNING q.*),
           l AS (
             INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_key, ack_deadline, acked_at, expires_at)
             SELECT ${entryCols('d')},
@@ -104,9 +104,9 @@ const deliverAlong = new Map<DeliveryWrite, ReturnType<typeof prepared>>();
  * (offerDetails), in the order of `items`, in one statement, with `along` (when given) as one
  * more part of it. In the transaction that locked the rows with queueClaim, or alone after an
  * unlocked claim: its delete takes each row once, so a row another dispatcher took or a cancel
- * removed meanwhile is not leased, and it deletes in step order, so two deliveries over
- * overlapping rows wait on each other instead of deadlocking. A crash before commit leaves the
- * queue untouched.
+ * removed meanwhile is not leased, and it deletes in step order through the primary key (as a
+ * cancel does), so two deliveries over overlapping rows wait on each other instead of
+ * deadlocking. A crash before commit leaves the queue untouched.
  */
 export async function leaseDeliver(
   client: PoolClient,

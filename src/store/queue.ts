@@ -97,9 +97,13 @@ export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number
   return rows.map((r) => Number(r.step_id));
 }
 
-/** Removes a run's ready entries (cancel); returns the step ids removed. */
+/**
+ * Removes a run's ready entries (cancel); returns the step ids removed. Rows are taken in step
+ * order through the primary key, as a delivery takes them, so the two wait on each other instead
+ * of deadlocking.
+ */
 export async function queueRemoveRun(db: Db, runId: number): Promise<number[]> {
-  const { rows } = await db.query(`DELETE FROM queue_ready q USING steps s WHERE s.run_id = $1 AND q.step_id = s.id RETURNING q.step_id`, [runId]);
+  const { rows } = await db.query(`DELETE FROM queue_ready WHERE step_id = ANY(ARRAY(SELECT id FROM steps WHERE run_id = $1 ORDER BY id)) RETURNING step_id`, [runId]);
   return rows.map((r) => Number(r.step_id));
 }
 

@@ -9,7 +9,7 @@ import { stepLogAppend, stepLogRead } from '../../src/store/logs.js';
 import { withTransaction } from '../../src/store/pool.js';
 import { QUEUE_CHANNEL, queueEnqueue } from '../../src/store/queue.js';
 import { leaseDeliver } from '../../src/store/leases.js';
-import { runSteps } from '../../src/store/runs.js';
+import { runLock, runSteps, stepsLockRun } from '../../src/store/runs.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { complete, deliver, queued, registerRunner, runState, runStep, stepStates } from '../support/lifecycle.js';
 
@@ -208,6 +208,28 @@ steps:
     }
     expect((await pool.query(`SELECT count(*)::int AS n FROM scheduler_job_leases WHERE run_id = $1`, [run])).rows[0].n).toBe(0);
     expect(await stepStates(pool, run)).toEqual({ a: 'cancelled/1' });
+  });
+
+  it('cancel takes a run\'s steps before its row, as retry does: the two queue on each other, neither is a deadlock victim', async () => {
+    const pool = db.current.pool;
+    const run = await submit('name: cancel-retry\nsteps:\n  a: { run: exit 1 }\n  b: { run: sleep 100 }\n');
+    await deliver(pool, { run, step: 'b' });
+    await runStep(pool, run, 'a', 'failed');
+    // A retry's transaction, paused between its two locks: the run's steps held, the run row not yet.
+    const retrying = await pool.connect();
+    try {
+      await retrying.query('BEGIN');
+      await stepsLockRun(retrying, run);
+      const cancelling = runCancel(pool, run, { actor: 'alice' });
+      await waitFor(async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM steps WHERE run_id%' AND pid <> pg_backend_pid()`)).rowCount, { what: 'cancel waiting on the steps' });
+      // The run row is free: cancel waits on the steps before taking it.
+      expect((await runLock(retrying, run))?.status).toBe('running');
+      await retrying.query('COMMIT');
+      expect(await cancelling).toMatchObject({ cancelled: true, steps: ['b'], revoked: 1 });
+    } finally {
+      retrying.release();
+    }
+    expect(await stepStates(pool, run)).toEqual({ a: 'failed/1', b: 'cancelled/1' });
   });
 
   it('retry after a cancel re-enters what was interrupted, so nothing is left stranded', async () => {
