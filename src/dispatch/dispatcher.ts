@@ -156,14 +156,14 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
   // Without the orchestrator's write riding on the delivery, the steps' start is a statement of
   // its own, which must share the delivery's transaction.
   const unlocked = deps.hooks.stepsStartedWithDelivery !== undefined && !lockedLastTick.has(deps);
-  const claimed = { neededLock: false };
-  let delivered = unlocked ? await withClient(deps.pool, (client) => planAndDeliver(deps, client, calls, parkedRead, result, false, claimed)) : NEEDS_LOCKS;
+  const lockNeed = { met: false };
+  let delivered = unlocked ? await withClient(deps.pool, (client) => planAndDeliver(deps, client, calls, parkedRead, result, false, lockNeed)) : NEEDS_LOCKS;
   if (delivered === NEEDS_LOCKS) {
     lockedLastTick.add(deps);
     Object.assign(result, { claimed: 0, returned: 0 });
-    claimed.neededLock = false;
-    delivered = await withTransaction(deps.pool, (client) => planAndDeliver(deps, client, calls, parkedRead, result, true, claimed));
-    if (!claimed.neededLock) lockedLastTick.delete(deps);
+    lockNeed.met = false;
+    delivered = await withTransaction(deps.pool, (client) => planAndDeliver(deps, client, calls, parkedRead, result, true, lockNeed));
+    if (!lockNeed.met) lockedLastTick.delete(deps);
   } else if (delivered && delivered.lost > 0) {
     // Another dispatcher took entries this one read (a shard changing hands, or its aged lane):
     // the calls' remaining slots are served by a locked claim, which skips what others hold, and
@@ -172,9 +172,15 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     const taken = new Map<ParkedAcquire, number>();
     for (const { call } of delivered.leases) taken.set(call, (taken.get(call) ?? 0) + 1);
     const first = delivered;
-    const rest = await withTransaction(deps.pool, (client) => planAndDeliver(deps, client, calls, fleetParkedRead(client, runnerIdsOf(calls)), result, true, claimed, taken));
-    if (rest === NEEDS_LOCKS) throw new Error('a locked tick cannot need locks');
-    delivered = rest ? joinPlans(first, rest) : first;
+    try {
+      const rest = await withTransaction(deps.pool, (client) => planAndDeliver(deps, client, calls, fleetParkedRead(client, runnerIdsOf(calls)), result, true, lockNeed, taken));
+      if (rest === NEEDS_LOCKS) throw new Error('a locked tick cannot need locks');
+      if (rest) delivered = joinPlans(first, rest);
+    } catch (err) {
+      // What the first delivery committed is answered whatever becomes of the rest: unanswered,
+      // those leases would wait out their deadline on runners that never saw them.
+      deps.log.warn({ err: (err as Error).message }, 'dispatch: the locked claim after a lost entry failed; answering what was delivered');
+    }
   }
   if (delivered === NEEDS_LOCKS) throw new Error('a locked tick cannot need locks');
   return finish(deps, calls, result, delivered);
@@ -210,7 +216,8 @@ async function planAndDeliver(
   parkedRead: ReturnType<typeof fleetParkedRead>,
   result: TickResult,
   locked: boolean,
-  claimed: { neededLock: boolean },
+  /** Set when a claim of this tick held an entry that needs its lock (needsLock). */
+  lockNeed: { met: boolean },
   /** Offers the calls already received in this tick: their slots are that many fewer. */
   taken?: Map<ParkedAcquire, number>,
 ): Promise<Planned | typeof NEEDS_LOCKS> {
@@ -221,7 +228,7 @@ async function planAndDeliver(
   // Locked, a tick whose claims all turn out not to need it lets the next one go without.
   const claim = async (limit: number, after?: { lane: number; position: number }) => {
     const claims = await queueClaim(client, { shards, ...lanes, limit, after, lock: locked });
-    if (claims.some((c) => needsLock(c, owned))) claimed.neededLock = true;
+    if (claims.some((c) => needsLock(c, owned))) lockNeed.met = true;
     return claims;
   };
   // The first claim asks for every slot the calls hold: a call of a drained runner, or a runner
@@ -235,7 +242,7 @@ async function planAndDeliver(
     result.held = held;
     return null;
   }
-  if (!locked && claimed.neededLock) return NEEDS_LOCKS;
+  if (!locked && lockNeed.met) return NEEDS_LOCKS;
   waiters.add(calls, parked.runners);
   // No call here can take anything: what the first claim found stays where it was.
   if (waiters.open().length === 0) return null;
@@ -280,7 +287,7 @@ async function planAndDeliver(
     if (slots === 0) break;
     const limit = page === 0 ? firstLimit : Math.min(slots, MAX_CLAIMED - result.claimed);
     const claims = page === 0 ? firstClaims : await claim(limit, after);
-    if (!locked && claimed.neededLock) return NEEDS_LOCKS;
+    if (!locked && lockNeed.met) return NEEDS_LOCKS;
     result.claimed += claims.length;
     lastShort = claims.length < limit;
     if (claims.length === 0 && !(joined && unplaced.length > 0)) break;
