@@ -162,7 +162,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     lockedLastTick.add(deps);
     Object.assign(result, { claimed: 0, returned: 0 });
     lockNeed.met = false;
-    delivered = await withTransaction(deps.pool, (client) => planAndDeliver(deps, client, calls, parkedRead, result, true, lockNeed));
+    delivered = await lockedAttempt(deps, (client) => planAndDeliver(deps, client, calls, parkedRead, result, true, lockNeed));
     if (!lockNeed.met) lockedLastTick.delete(deps);
   } else if (delivered && delivered.lost > 0) {
     // Another dispatcher took entries this one read (a shard changing hands, or its aged lane):
@@ -173,8 +173,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     for (const { call } of delivered.leases) taken.set(call, (taken.get(call) ?? 0) + 1);
     const first = delivered;
     try {
-      const rest = await withTransaction(deps.pool, (client) => planAndDeliver(deps, client, calls, fleetParkedRead(client, runnerIdsOf(calls)), result, true, lockNeed, taken));
-      if (rest === NEEDS_LOCKS) throw new Error('a locked tick cannot need locks');
+      const rest = await lockedAttempt(deps, (client) => planAndDeliver(deps, client, calls, fleetParkedRead(client, runnerIdsOf(calls)), result, true, lockNeed, taken));
       if (rest) delivered = joinPlans(first, rest);
     } catch (err) {
       // What the first delivery committed is answered whatever becomes of the rest: unanswered,
@@ -182,8 +181,14 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
       deps.log.warn({ err: (err as Error).message }, 'dispatch: the locked claim after a lost entry failed; answering what was delivered');
     }
   }
-  if (delivered === NEEDS_LOCKS) throw new Error('a locked tick cannot need locks');
   return finish(deps, calls, result, delivered);
+}
+
+/** planAndDeliver in one transaction, locking what it claims: it never gives up for want of locks. */
+async function lockedAttempt(deps: DispatchDeps, attempt: (client: PoolClient) => Promise<Planned | typeof NEEDS_LOCKS>): Promise<Planned> {
+  const planned = await withTransaction(deps.pool, attempt);
+  if (planned === NEEDS_LOCKS) throw new Error('a locked tick cannot need locks');
+  return planned;
 }
 
 interface Delivered {
@@ -233,7 +238,7 @@ async function planAndDeliver(
   };
   // The first claim asks for every slot the calls hold: a call of a drained runner, or a runner
   // with no room left, leaves what it would have taken unplaced, in place.
-  const firstLimit = Math.min(slotsOf(calls), MAX_CLAIMED);
+  const firstLimit = Math.min(slotsOf(calls) - [...(taken?.values() ?? [])].reduce((n, k) => n + k, 0), MAX_CLAIMED);
   const [parked, firstClaims] = await Promise.all([parkedRead, claim(firstLimit)]);
   const held = offersHeldBy(parked.posture);
   if (held) {

@@ -118,8 +118,7 @@ export async function leaseDeliver(
     statement = deliverAlong.get(p.along) ?? prepared(deliverSql(p.along));
     deliverAlong.set(p.along, statement);
   }
-  const items = [...p.items].sort((a, b) => a.stepId - b.stepId);
-  const { rows } = await client.query(statement([items.map((i) => i.stepId), items.map((i) => i.runnerId), items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, items.map((i) => i.acked ?? false)]));
+  const { rows } = await client.query(statement([p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)]));
   const order = new Map(p.items.map((i, k) => [i.stepId, k]));
   rows.sort((a, b) => order.get(Number(a.step_id))! - order.get(Number(b.step_id))!);
   return rows.map((r) => ({
