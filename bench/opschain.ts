@@ -245,6 +245,7 @@ export class OpschainBench {
       const top = await topStatements(env.pg, d.db.name, 12);
       const frequent = await topStatements(env.pg, d.db.name, 10, 'calls');
       this.notes.push(`${label}: most frequent statements (calls per step): ${frequent.map((s) => `${round(s.calls / steps, 3)} ${s.query.slice(0, 70)}`).join(' | ')}`);
+      this.notes.push(`${label}: statements by database time (ms per step, ms per call): ${top.slice(0, 8).map((s) => `${round(s.totalMs / steps, 4)} ${round(s.meanMs, 3)} ${s.query.slice(0, 60)}`).join(' | ')}`);
       // Which indexes the workload used: an index nothing scans only costs writes.
       const { rows: idx } = await d.pool.query(
         `SELECT relname, indexrelname, idx_scan::float8 AS scans FROM pg_stat_user_indexes

@@ -32,4 +32,9 @@ export interface DispatchDeps {
    * the last claim saw of the queue no longer holds. Wakes the loop.
    */
   queueChanged: () => void;
+  /**
+   * Leases this replica ends between two vacuums of the lease table (ChurnVacuum); 0 leaves the
+   * table to autovacuum. Default LEASE_VACUUM_EVERY.
+   */
+  leaseVacuumEvery?: number;
 }

@@ -1,6 +1,7 @@
 import { CallGroups } from '../core/call-groups.js';
 import type { StepOutcome } from '../orchestrator/contract.js';
-import { doneByToken, heldKey, leaseAck, leaseComplete, leaseRenew, type HeldLeaseRef } from '../store/leases.js';
+import { doneByToken, heldKey, leaseAck, leaseComplete, leaseRenew, leaseTableVacuum, type HeldLeaseRef } from '../store/leases.js';
+import { ChurnVacuum } from './churn-vacuum.js';
 import { withTransaction, type PoolClient } from '../store/pool.js';
 import type { DispatchDeps } from './deps.js';
 import { emitDispatch } from './events.js';
@@ -23,6 +24,13 @@ export interface GroupApplied { ok: Map<Call, Set<string>>; completed: Array<{ r
  */
 const MAX_CALLS = 256;
 const MAX_IN_FLIGHT = 1;
+
+/**
+ * Leases a replica ends between two vacuums of the lease table. A vacuum of the table with this
+ * many dead leases takes a few milliseconds; in the wide drain the bench runs, one every 5,000
+ * kept the parked-runner read near its cost on a fresh table (docs/performance.md).
+ */
+export const LEASE_VACUUM_EVERY = 5_000;
 
 /**
  * Applies a set of acks, renewals and completions from any runners in one transaction, with one
@@ -84,7 +92,16 @@ export class LeaseGroupCommit {
     fail: (call, err) => call.reject(err),
   });
 
-  constructor(private readonly deps: DispatchDeps) {}
+  /** Vacuums the lease table as this replica's completions empty it. */
+  readonly vacuum: ChurnVacuum;
+
+  constructor(private readonly deps: DispatchDeps) {
+    this.vacuum = new ChurnVacuum(
+      deps.leaseVacuumEvery ?? LEASE_VACUUM_EVERY,
+      () => leaseTableVacuum(deps.pool),
+      (err) => deps.log.warn({ err: (err as Error).message }, 'lease table vacuum failed; autovacuum remains'),
+    );
+  }
 
   ack(items: HeldLeaseRef[]): Promise<Set<string>> {
     return this.add('ack', items);
@@ -118,6 +135,7 @@ export class LeaseGroupCommit {
     for (const c of applied.completed) this.deps.events.emit('lease:completed', c);
     if (applied.completed.length > 0) emitDispatch(this.deps.events, 'lease:finished', { statuses: applied.statuses });
     if (applied.completed.length > 0) this.deps.kick();
+    this.vacuum.deleted(applied.completed.reduce((n, c) => n + c.count, 0));
   }
 }
 

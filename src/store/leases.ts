@@ -152,10 +152,19 @@ export const heldKey = (r: { stepId: number; token: string; runnerId: string }):
 const heldRefs = (items: HeldLeaseRef[]) => [items.map((i) => i.stepId), items.map((i) => i.token), items.map((i) => i.runnerId)];
 const heldKeys = (rows: any[]) => new Set(rows.map((r) => heldKey({ stepId: Number(r.step_id), token: String(r.token), runnerId: r.runner_id })));
 
+/**
+ * Leases `l` matching the items `m` (unnest of $1 steps, $2 tokens, $3 runners). The primary key
+ * is named with the whole list as well as per item: the generic plan then reads the leases in one
+ * index scan of the key, where a join on the item alone let the planner, once the table had been
+ * vacuumed and analysed, probe it item by item (0.75 against 1.54 ms for 160 items), or through
+ * the runner index, reading every lease of the runner for each item.
+ */
+const HELD_MATCH = `l.step_id = ANY($1::bigint[]) AND l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id`;
+
 const LEASE_ACK = prepared(
   `UPDATE scheduler_job_leases l SET acked_at = coalesce(l.acked_at, now()), expires_at = now() + $4 * interval '1 millisecond'
        FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
-      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id
+      WHERE ${HELD_MATCH}
       RETURNING l.step_id, l.token, l.runner_id`,
 );
 
@@ -175,7 +184,7 @@ const LEASE_RENEW = prepared(
         SET renewed_at = now(), executing = true, acked_at = coalesce(l.acked_at, now()),
             expires_at = now() + $4 * interval '1 millisecond'
        FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
-      WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id
+      WHERE ${HELD_MATCH}
       RETURNING l.step_id, l.token, l.runner_id`,
 );
 
@@ -194,7 +203,7 @@ export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; 
 
 const LEASE_COMPLETE = prepared(
   `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
-                 WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id RETURNING l.*),
+                 WHERE ${HELD_MATCH} RETURNING l.*),
           ${doneCte('token')},
           ${HOLDS_CTE}
      SELECT d.step_id, d.run_id, d.attempt, d.token, d.runner_id FROM d`,
@@ -213,6 +222,16 @@ export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef
   if (p.items.length === 0) return [];
   const { rows } = await client.query(LEASE_COMPLETE(heldRefs(p.items)));
   return rows.map((r) => ({ stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id }));
+}
+
+/**
+ * Vacuums the lease table: dead leases' tuples and index entries go, and their space is reused.
+ * SKIP_LOCKED: a vacuum another replica (or autovacuum) is running already does the work. No
+ * truncation: giving back the table's empty tail needs an exclusive lock that the steady traffic
+ * of deliveries would make it wait for, and the space is reused anyway.
+ */
+export async function leaseTableVacuum(db: Db): Promise<void> {
+  await db.query(`VACUUM (ANALYZE, SKIP_LOCKED, TRUNCATE false) scheduler_job_leases`);
 }
 
 const DONE_BY_TOKEN = prepared(
