@@ -27,8 +27,8 @@ const MAX_IN_FLIGHT = 1;
 
 /**
  * Leases a replica ends between two vacuums of the lease table. A vacuum of the table with this
- * many dead leases takes a few milliseconds; in the wide drain the bench runs, one every 5,000
- * kept the parked-runner read near its cost on a fresh table (docs/performance.md).
+ * many dead leases took 7–11 ms in the bench's drains; one every 5,000 kept the parked-runner read
+ * at 0.2–0.7 ms a call where it had grown to 4.5–5 ms over 100,000 steps (docs/performance.md).
  */
 export const LEASE_VACUUM_EVERY = 5_000;
 
