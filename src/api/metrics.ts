@@ -31,6 +31,7 @@ export class OpschainMetrics {
   });
   readonly completions = new Counter({ name: 'opschain_completions_total', help: 'Step attempts finished through the lease plane, by status (system_error: runner lost).', labelNames: ['status'], registers: this.r });
   readonly expiries = new Counter({ name: 'opschain_lease_expiries_total', help: 'Leases ended by the expiry sweep, by reason: runner_lost (delivered, TTL passed), ack_deadline (offer never acked, requeued), claim_expired (undelivered claim returned).', labelNames: ['reason'], registers: this.r });
+  readonly leaseVacuums = new Counter({ name: 'opschain_lease_table_vacuums_total', help: 'Vacuums of the lease table this replica ran as its completions emptied it (one per 5,000 leases ended), by outcome: ok or failed.', labelNames: ['outcome'], registers: this.r });
   readonly storeErrors = new Counter({ name: 'opschain_store_errors_total', help: 'Store calls that failed: unavailable (connection refused, timeout, server gone) or query (any other error).', labelNames: ['kind'], registers: this.r });
   readonly storeLatency = new Histogram({
     name: 'opschain_store_query_duration_seconds',
@@ -62,6 +63,7 @@ export class OpschainMetrics {
     for (const s of ['succeeded', 'failed', 'system_error']) this.completions.inc({ status: s }, 0);
     for (const r of ['runner_lost', 'ack_deadline', 'claim_expired']) this.expiries.inc({ reason: r }, 0);
     for (const k of ['unavailable', 'query']) this.storeErrors.inc({ kind: k }, 0);
+    for (const o of ['ok', 'failed']) this.leaseVacuums.inc({ outcome: o }, 0);
   }
 
   storeQuery(seconds: number | null, err?: unknown): void {
@@ -133,6 +135,7 @@ export function metricsApi(opts: { defaultMetrics?: boolean } = {}): Feature {
       if (p.requeued > 0) m.expiries.inc({ reason: 'ack_deadline' }, p.requeued);
       if (p.returned > 0) m.expiries.inc({ reason: 'claim_expired' }, p.returned);
     });
+    onDispatch(ev, 'lease:vacuumed', (p) => m.leaseVacuums.inc({ outcome: p.outcome }));
     ctx.app.addHook('onResponse', async (req, reply) => {
       m.httpRequests.inc({ method: req.method, route: req.routeOptions?.url ?? 'unmatched', status: String(reply.statusCode) });
     });

@@ -21,6 +21,8 @@ export interface DispatchEventMap {
   'lease:finished': { statuses: Record<'succeeded' | 'failed', number> };
   /** One expiry pass: offers never acked (requeued), delivered leases lost (runner_lost), undelivered claims returned. */
   'lease:expired': { requeued: number; lost: number; returned: number };
+  /** A vacuum of the lease table this replica ran as its completions emptied it (ChurnVacuum). */
+  'lease:vacuumed': { outcome: 'ok' | 'failed' };
 }
 
 export function emitDispatch<K extends keyof DispatchEventMap>(events: EventEmitter, name: K, payload: DispatchEventMap[K]): void {

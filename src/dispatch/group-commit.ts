@@ -98,8 +98,14 @@ export class LeaseGroupCommit {
   constructor(private readonly deps: DispatchDeps) {
     this.vacuum = new ChurnVacuum(
       deps.leaseVacuumEvery ?? LEASE_VACUUM_EVERY,
-      () => leaseTableVacuum(deps.pool),
-      (err) => deps.log.warn({ err: (err as Error).message }, 'lease table vacuum failed; autovacuum remains'),
+      async () => {
+        await leaseTableVacuum(deps.pool);
+        emitDispatch(deps.events, 'lease:vacuumed', { outcome: 'ok' });
+      },
+      (err) => {
+        emitDispatch(deps.events, 'lease:vacuumed', { outcome: 'failed' });
+        deps.log.warn({ err: (err as Error).message }, 'lease table vacuum failed; autovacuum remains');
+      },
     );
   }
 

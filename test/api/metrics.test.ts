@@ -47,7 +47,7 @@ async function seedRuns(pool: ServerHandle['ctx']['pool'], n: number): Promise<n
 /** Label values every opschain_ family may carry: closed sets, never an id. */
 const ALLOWED: Record<string, (v: string) => boolean> = {
   lane: (v) => (LANE_NAMES as readonly string[]).includes(v),
-  outcome: (v) => ['offer', 'empty', 'held', 'fenced'].includes(v),
+  outcome: (v) => ['offer', 'empty', 'held', 'fenced', 'ok', 'failed'].includes(v),
   call: (v) => ['ack', 'renew', 'complete', 'release', 'logs'].includes(v),
   status: (v) => ['succeeded', 'failed', 'system_error'].includes(v) || /^[1-5]\d\d$/.test(v),
   reason: (v) => ['runner_lost', 'ack_deadline', 'claim_expired'].includes(v),
@@ -96,6 +96,7 @@ describe('GET /metrics', () => {
       'opschain_acquire_outcomes_total',
       'opschain_completions_total',
       'opschain_lease_expiries_total',
+      'opschain_lease_table_vacuums_total',
       'opschain_pool_holds',
       'opschain_pool_limit',
       'opschain_runners',

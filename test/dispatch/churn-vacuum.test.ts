@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ChurnVacuum } from '../../src/dispatch/churn-vacuum.js';
+import { onDispatch } from '../../src/dispatch/events.js';
 import { leaseGroupCommit } from '../../src/dispatch/group-commit.js';
 import { completeLeases } from '../../src/dispatch/lifecycle.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
@@ -30,6 +31,8 @@ describe('the lease table is vacuumed as completions empty it', () => {
     }
     const before = await leaseTableStats(pool);
     const group = leaseGroupCommit(deps);
+    const vacuumed: string[] = [];
+    onDispatch(deps.events, 'lease:vacuumed', (p) => vacuumed.push(p.outcome));
 
     // Two ended: under the threshold, no vacuum.
     expect((await completeLeases(deps, 'rnr_a', held.slice(0, 2))).every((r) => r.ok)).toBe(true);
@@ -40,6 +43,7 @@ describe('the lease table is vacuumed as completions empty it', () => {
     expect((await completeLeases(deps, 'rnr_a', held.slice(2, 3))).every((r) => r.ok)).toBe(true);
     await group.vacuum.idle();
     expect(group.vacuum.stats).toEqual({ runs: 1, failures: 0 });
+    expect(vacuumed).toEqual(['ok']);
     const after = await leaseTableStats(pool);
     expect(after.vacuums).toBe(before.vacuums + 1);
 
