@@ -156,14 +156,14 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
   // Without the orchestrator's write riding on the delivery, the steps' start is a statement of
   // its own, which must share the delivery's transaction.
   const unlocked = deps.hooks.stepsStartedWithDelivery !== undefined && !lockedLastTick.has(deps);
-  const lockNeed = { met: false };
-  let delivered = unlocked ? await withClient(deps.pool, (client) => planAndDeliver(deps, client, calls, parkedRead, result, false, lockNeed)) : NEEDS_LOCKS;
+  const state: TickState = { result, lockNeeded: false };
+  let delivered = unlocked ? await withClient(deps.pool, (client) => planAndDeliver(deps, state, { client, calls, parkedRead, locked: false })) : NEEDS_LOCKS;
   if (delivered === NEEDS_LOCKS) {
     lockedLastTick.add(deps);
     Object.assign(result, { claimed: 0, returned: 0 });
-    lockNeed.met = false;
-    delivered = await lockedAttempt(deps, (client) => planAndDeliver(deps, client, calls, parkedRead, result, true, lockNeed));
-    if (!lockNeed.met) lockedLastTick.delete(deps);
+    state.lockNeeded = false;
+    delivered = await lockedAttempt(deps, (client) => planAndDeliver(deps, state, { client, calls, parkedRead, locked: true }));
+    if (!state.lockNeeded) lockedLastTick.delete(deps);
   } else if (delivered && delivered.lost > 0) {
     // Another dispatcher took entries this one read (a shard changing hands, or its aged lane):
     // the calls' remaining slots are served by a locked claim, which skips what others hold, and
@@ -173,7 +173,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     for (const { call } of delivered.leases) taken.set(call, (taken.get(call) ?? 0) + 1);
     const first = delivered;
     try {
-      const rest = await lockedAttempt(deps, (client) => planAndDeliver(deps, client, calls, fleetParkedRead(client, runnerIdsOf(calls)), result, true, lockNeed, taken));
+      const rest = await lockedAttempt(deps, (client) => planAndDeliver(deps, state, { client, calls, parkedRead: fleetParkedRead(client, runnerIdsOf(calls)), locked: true, taken }));
       if (rest) delivered = joinPlans(first, rest);
     } catch (err) {
       // What the first delivery committed is answered whatever becomes of the rest: unanswered,
@@ -209,23 +209,32 @@ const joinPlans = (a: Delivered, b: Delivered): Delivered => ({
   lost: a.lost + b.lost,
 });
 
-/**
- * Claims, plans and delivers on `client`: inside a transaction when `locked`, each statement on
- * its own otherwise. Unlocked, it gives up (NEEDS_LOCKS) before writing anything as soon as a
- * claim holds an entry that needs its lock.
- */
-async function planAndDeliver(
-  deps: DispatchDeps,
-  client: PoolClient,
-  calls: ParkedAcquire[],
-  parkedRead: ReturnType<typeof fleetParkedRead>,
-  result: TickResult,
-  locked: boolean,
-  /** Set when a claim of this tick held an entry that needs its lock (needsLock). */
-  lockNeed: { met: boolean },
+/** What a tick's attempts share and report through: the tick's result and what its claims met. */
+interface TickState {
+  result: TickResult;
+  /** A claim of this tick held an entry that needs its lock (needsLock). */
+  lockNeeded: boolean;
+}
+
+/** One attempt of a tick: the calls it plans over, on one client, locking its claims or not. */
+interface Attempt {
+  client: PoolClient;
+  calls: ParkedAcquire[];
+  /** The posture and the parked runners, read beside the attempt's first claim. */
+  parkedRead: ReturnType<typeof fleetParkedRead>;
+  /** Claims lock their entries (the client is in a transaction) or only read them. */
+  locked: boolean;
   /** Offers the calls already received in this tick: their slots are that many fewer. */
-  taken?: Map<ParkedAcquire, number>,
-): Promise<Planned | typeof NEEDS_LOCKS> {
+  taken?: Map<ParkedAcquire, number>;
+}
+
+/**
+ * Claims, plans and delivers on the attempt's client: inside a transaction when `locked`, each
+ * statement on its own otherwise. Unlocked, it gives up (NEEDS_LOCKS) before writing anything as
+ * soon as a claim holds an entry that needs its lock.
+ */
+async function planAndDeliver(deps: DispatchDeps, state: TickState, { client, calls, parkedRead, locked, taken }: Attempt): Promise<Planned | typeof NEEDS_LOCKS> {
+  const { result } = state;
   const waiters = new TickWaiters(taken);
   const shards = deps.ownedShards();
   const owned = new Set(shards);
@@ -233,7 +242,7 @@ async function planAndDeliver(
   // Locked, a tick whose claims all turn out not to need it lets the next one go without.
   const claim = async (limit: number, after?: { lane: number; position: number }) => {
     const claims = await queueClaim(client, { shards, ...lanes, limit, after, lock: locked });
-    if (claims.some((c) => needsLock(c, owned))) lockNeed.met = true;
+    if (claims.some((c) => needsLock(c, owned))) state.lockNeeded = true;
     return claims;
   };
   // The first claim asks for every slot the calls hold: a call of a drained runner, or a runner
@@ -247,7 +256,7 @@ async function planAndDeliver(
     result.held = held;
     return null;
   }
-  if (!locked && lockNeed.met) return NEEDS_LOCKS;
+  if (!locked && state.lockNeeded) return NEEDS_LOCKS;
   waiters.add(calls, parked.runners);
   // No call here can take anything: what the first claim found stays where it was.
   if (waiters.open().length === 0) return null;
@@ -292,7 +301,7 @@ async function planAndDeliver(
     if (slots === 0) break;
     const limit = page === 0 ? firstLimit : Math.min(slots, MAX_CLAIMED - result.claimed);
     const claims = page === 0 ? firstClaims : await claim(limit, after);
-    if (!locked && lockNeed.met) return NEEDS_LOCKS;
+    if (!locked && state.lockNeeded) return NEEDS_LOCKS;
     result.claimed += claims.length;
     lastShort = claims.length < limit;
     if (claims.length === 0 && !(joined && unplaced.length > 0)) break;
