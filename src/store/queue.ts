@@ -149,6 +149,20 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
   if ((p.shards.length === 0 && !crossShard) || p.limit <= 0) return [];
   // Owning every shard in an estate without sites, the aged lane could add nothing.
   const agedLane = aged !== null && (p.shards.length < SHARD_COUNT || liveSites.length > 0) ? aged : null;
+  const lock = p.lock === false ? '' : `
+      FOR UPDATE SKIP LOCKED`;
+  if (agedLane === null && site === null && liveSites.length === 0) {
+    // Only owned shards, no site and no aged lane: the other branches are false, and without
+    // them the claim, planned on every call, plans in less than half the time.
+    const { rows } = await client.query(
+      `SELECT * FROM queue_ready
+        WHERE ready_at <= now() AND ($3::int IS NULL OR (lane, position) > ($3::int, $4::bigint)) AND shard = ANY($1::smallint[])
+        ORDER BY lane, position
+        LIMIT $2${lock}`,
+      [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null],
+    );
+    return rows.map(mapEntry);
+  }
   const { rows } = await client.query(
     `SELECT * FROM queue_ready
       WHERE ready_at <= now()
@@ -171,8 +185,7 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
                  WHERE $7::bigint IS NOT NULL AND h.ready_at <= now() - $7::bigint * interval '1 millisecond'))
         )
       ORDER BY lane, position
-      LIMIT $2${p.lock === false ? '' : `
-      FOR UPDATE SKIP LOCKED`}`,
+      LIMIT $2${lock}`,
     [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null, site, liveSites, agedLane, LANE_IDS],
   );
   return rows.map(mapEntry);

@@ -35,6 +35,25 @@ describe('queueClaim lanes: owned shards, own site, orphaned sites, aged any-sha
     expect(await claim({ shards: [] })).toEqual([]);
   });
 
+  it('owning only shards, the claim takes what the full claim takes with every other lane empty: in order, paged, locked or not', async () => {
+    // Several owned shards, entries in two lanes, a page boundary; an aged lane that nothing has
+    // waited long enough for makes the full statement, with the other lanes on but empty.
+    for (let id = 8; id < 40; id++) {
+      await db.current.pool.query(`INSERT INTO queue_ready (step_id, run_id, shard, attempt, lane, ready_at, position) VALUES ($1, $1, $2, 1, $3, now(), $1)`, [id, id % 4, id % 3]);
+    }
+    for (const shards of [[1], [0, 1, 3], [2]]) {
+      for (const lock of [true, false]) {
+        const page = { shards, limit: 5, lock };
+        const simple = await claim(page);
+        expect(simple).toEqual(await claim({ ...page, agedAfterMs: 3_600_000 }));
+        const after = await withTransaction(db.current.pool, async (c) => (await queueClaim(c, page)).at(-1)!);
+        const next = { ...page, after: { lane: after.lane, position: after.position } };
+        expect(await claim(next)).toEqual(await claim({ ...next, agedAfterMs: 3_600_000 }));
+        expect((await claim({ ...page, limit: 100 })).slice(0, 5)).toEqual(simple);
+      }
+    }
+  });
+
   it('the aged lane adds entries of any shard that waited the fallback window', async () => {
     expect(await claim({ agedAfterMs: 15_000 })).toEqual([1, 3, 5, 7]);
     expect(await claim({ shards: [], agedAfterMs: 15_000 })).toEqual([3, 7]);
