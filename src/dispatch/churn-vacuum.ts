@@ -37,7 +37,7 @@ export class ChurnVacuum {
       .finally(() => (this.running = null));
   }
 
-  /** The vacuum in flight, if any, settled (for shutdown and tests). */
+  /** Settles when the vacuum in flight, if any, has (the pool's end waits for its connection anyway). */
   async idle(): Promise<void> {
     await this.running;
   }

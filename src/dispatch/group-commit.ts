@@ -1,8 +1,8 @@
 import { CallGroups } from '../core/call-groups.js';
 import type { StepOutcome } from '../orchestrator/contract.js';
 import { doneByToken, heldKey, leaseAck, leaseComplete, leaseRenew, leaseTableVacuum, type HeldLeaseRef } from '../store/leases.js';
-import { ChurnVacuum } from './churn-vacuum.js';
 import { withTransaction, type PoolClient } from '../store/pool.js';
+import { ChurnVacuum } from './churn-vacuum.js';
 import type { DispatchDeps } from './deps.js';
 import { emitDispatch } from './events.js';
 
