@@ -226,9 +226,11 @@ export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef
 
 /**
  * Vacuums the lease table: dead leases' tuples and index entries go, and their space is reused.
- * SKIP_LOCKED: a vacuum another replica (or autovacuum) is running already does the work. No
- * truncation: giving back the table's empty tail needs an exclusive lock that the steady traffic
- * of deliveries would make it wait for, and the space is reused anyway.
+ * ANALYZE: a vacuumed table with no statistics let the generic plans of the lease writes reach
+ * leases through the runner index. SKIP_LOCKED: a vacuum another replica (or autovacuum) is
+ * running already does the work. No truncation: giving back the table's empty tail needs an
+ * exclusive lock that the steady traffic of deliveries would make it wait for, and the space is
+ * reused anyway.
  */
 export async function leaseTableVacuum(db: Db): Promise<void> {
   await db.query(`VACUUM (ANALYZE, SKIP_LOCKED, TRUNCATE false) scheduler_job_leases`);

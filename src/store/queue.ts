@@ -153,7 +153,7 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
       FOR UPDATE SKIP LOCKED`;
   if (agedLane === null && site === null && liveSites.length === 0) {
     // Only owned shards, no site and no aged lane: the other branches are false, and without
-    // them the claim, planned on every call, plans in less than half the time.
+    // them the claim, planned on every call, plans in about 60% of the time.
     const { rows } = await client.query(
       `SELECT * FROM queue_ready
         WHERE ready_at <= now() AND ($3::int IS NULL OR (lane, position) > ($3::int, $4::bigint)) AND shard = ANY($1::smallint[])
