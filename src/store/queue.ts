@@ -149,25 +149,12 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
   if ((p.shards.length === 0 && !crossShard) || p.limit <= 0) return [];
   // Owning every shard in an estate without sites, the aged lane could add nothing.
   const agedLane = aged !== null && (p.shards.length < SHARD_COUNT || liveSites.length > 0) ? aged : null;
-  const lock = p.lock === false ? '' : `
-      FOR UPDATE SKIP LOCKED`;
-  if (agedLane === null && site === null && liveSites.length === 0) {
-    // Only owned shards, no site and no aged lane: the other branches are false, and without
-    // them the claim, planned on every call, plans in about 60% of the time.
-    const { rows } = await client.query(
-      `SELECT * FROM queue_ready
-        WHERE ready_at <= now() AND ($3::int IS NULL OR (lane, position) > ($3::int, $4::bigint)) AND shard = ANY($1::smallint[])
-        ORDER BY lane, position
-        LIMIT $2${lock}`,
-      [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null],
-    );
-    return rows.map(mapEntry);
-  }
-  const { rows } = await client.query(
-    `SELECT * FROM queue_ready
-      WHERE ready_at <= now()
-        AND ($3::int IS NULL OR (lane, position) > ($3::int, $4::bigint))
-        AND (
+  // Only owned shards, no site and no aged lane: the cross-shard branches are false, and without
+  // them the claim, planned on every call, plans in about 60% of the time.
+  const ownedOnly = agedLane === null && site === null && liveSites.length === 0;
+  const claimable = ownedOnly
+    ? `shard = ANY($1::smallint[])`
+    : `(
               (shard = ANY($1::smallint[])
                 AND (site_stamp IS NULL OR cardinality($6::text[]) = 0 OR site_stamp = $5::text OR site_stamp <> ALL($6::text[])))
            OR ($5::text IS NOT NULL AND site_stamp = $5::text)
@@ -183,10 +170,18 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
                                       WHERE x.lane = l.lane AND ($3::int IS NULL OR (x.lane, x.position) > ($3::int, $4::bigint))
                                       ORDER BY x.position LIMIT $2) h
                  WHERE $7::bigint IS NOT NULL AND h.ready_at <= now() - $7::bigint * interval '1 millisecond'))
-        )
+        )`;
+  const values: unknown[] = [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null];
+  if (!ownedOnly) values.push(site, liveSites, agedLane, LANE_IDS);
+  const { rows } = await client.query(
+    `SELECT * FROM queue_ready
+      WHERE ready_at <= now()
+        AND ($3::int IS NULL OR (lane, position) > ($3::int, $4::bigint))
+        AND ${claimable}
       ORDER BY lane, position
-      LIMIT $2${lock}`,
-    [p.shards, p.limit, p.after?.lane ?? null, p.after?.position ?? null, site, liveSites, agedLane, LANE_IDS],
+      LIMIT $2${p.lock === false ? '' : `
+      FOR UPDATE SKIP LOCKED`}`,
+    values,
   );
   return rows.map(mapEntry);
 }
