@@ -7,7 +7,7 @@ import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import type { Pool } from '../../src/store/pool.js';
 import { useTestDatabase } from '../support/db.js';
-import { deliver, registerRunner, testDispatchDeps } from '../support/lifecycle.js';
+import { deliver, leaseToken, registerRunner, testDispatchDeps } from '../support/lifecycle.js';
 
 describe('the lease table is vacuumed as completions empty it', () => {
   const db = useTestDatabase();
@@ -26,8 +26,7 @@ describe('the lease table is vacuumed as completions empty it', () => {
     const held = [];
     for (const step of ['a', 'b', 'c', 'd', 'e']) {
       const { stepId } = await deliver(pool, { run: runId, step, runnerId: 'rnr_a' });
-      const { rows } = await pool.query(`SELECT token::text FROM scheduler_job_leases WHERE step_id = $1`, [stepId]);
-      held.push({ stepId, token: rows[0].token as string, exitCode: 0, cause: null });
+      held.push({ stepId, token: await leaseToken(pool, stepId), exitCode: 0, cause: null });
     }
     const before = await leaseTableStats(pool);
     const group = leaseGroupCommit(deps);

@@ -7,7 +7,7 @@ import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import type { Pool } from '../../src/store/pool.js';
 import { useTestDatabase } from '../support/db.js';
-import { deliver, registerRunner, testDispatchDeps } from '../support/lifecycle.js';
+import { deliver, leaseToken, registerRunner, testDispatchDeps } from '../support/lifecycle.js';
 
 const RUNNERS = ['rnr_a', 'rnr_b', 'rnr_c'];
 const LEASES = 4;
@@ -51,20 +51,15 @@ async function setUp(pool: Pool, deps: DispatchDeps, s: Scenario): Promise<{ run
     const step = i % 2 === 0 ? 'a' : 'b';
     const holder = RUNNERS[s.holders[i]];
     const first = await deliver(pool, { run, step, runnerId: holder });
-    const stale = await tokenOf(pool, first.stepId);
+    const stale = await leaseToken(pool, first.stepId);
     await releaseLeases(deps, holder, [{ stepId: first.stepId, token: stale }]);
     const again = await deliver(pool, { run, step, runnerId: holder });
-    leases.push({ stepId: again.stepId, current: await tokenOf(pool, again.stepId), stale });
+    leases.push({ stepId: again.stepId, current: await leaseToken(pool, again.stepId), stale });
   }
   for (let i = 0; i < LEASES; i++) {
     if (s.preCompleted[i]) await completeLeases(deps, RUNNERS[s.holders[i]], [{ stepId: leases[i].stepId, token: leases[i].current, exitCode: 0, cause: null }]);
   }
   return { runId: runs[0], leases };
-}
-
-async function tokenOf(pool: Pool, stepId: number): Promise<string> {
-  const { rows } = await pool.query(`SELECT token FROM scheduler_job_leases WHERE step_id = $1`, [stepId]);
-  return String(rows[0].token);
 }
 
 function call(deps: DispatchDeps, c: CallSpec, leases: Array<{ stepId: number; current: string; stale: string }>): Promise<ItemResult[]> {

@@ -7,7 +7,7 @@ import { runSubmit } from '../../src/orchestrator/submit.js';
 import { createPool, type Pool, type PoolClient } from '../../src/store/pool.js';
 import { TRIGGERS_CHANNEL } from '../../src/store/triggers.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
-import { complete, deliver, registerRunner, runState, testDispatchDeps } from '../support/lifecycle.js';
+import { complete, deliver, leaseToken, registerRunner, runState, testDispatchDeps } from '../support/lifecycle.js';
 import { recordStatements } from '../support/statements.js';
 
 describe('the roll-up of the runs a completion group finishes', () => {
@@ -64,8 +64,7 @@ describe('the roll-up of the runs a completion group finishes', () => {
     // The group: three runners complete the last steps of seven runs, and one step of an eighth.
     const out = async (run: number, step: string, runnerId: string, exitCode: number) => {
       const lease = await deliver(store, { run, step, runnerId });
-      const { rows } = await store.query(`SELECT token FROM scheduler_job_leases WHERE step_id = $1`, [lease.stepId]);
-      return { stepId: lease.stepId, token: String(rows[0].token), exitCode, cause: null };
+      return { stepId: lease.stepId, token: await leaseToken(store, lease.stepId), exitCode, cause: null };
     };
     const byRunner = {
       rnr_a: [await out(one, 'a', 'rnr_a', 0), await out(halfDone, 'b', 'rnr_a', 0), await out(fails, 'a', 'rnr_a', 3)],

@@ -89,6 +89,12 @@ export async function runState(pool: Pool, run: number): Promise<{ status: strin
   return { status: rows[0].status, cause: rows[0].cause, finished: rows[0].finished_at !== null };
 }
 
+/** The token of the step's live lease (as text: it is a bigint). */
+export async function leaseToken(pool: Pool, stepId: number): Promise<string> {
+  const { rows } = await pool.query(`SELECT token FROM scheduler_job_leases WHERE step_id = $1`, [stepId]);
+  return String(rows[0].token);
+}
+
 export async function registerRunner(pool: Pool, id: string, name: string): Promise<void> {
   await pool.query(`INSERT INTO runners (id, name, credential_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [id, name, `hash-${id}`]);
 }
