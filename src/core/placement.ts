@@ -10,15 +10,62 @@ export interface DrainState {
 
 export const NO_DRAINS: DrainState = { runners: new Set(), groups: new Set() };
 
-export function groupsOf(req: PlacementRequirement | null | undefined): string[] | null {
-  if (!req || req.group === undefined) return null;
-  return Array.isArray(req.group) ? req.group : [req.group];
-}
+/** The labels or executors of a requirement that names none. */
+const NONE: readonly string[] = [];
+
+/** Whether `group` is among the requirement's groups (a name or a set of names). */
+const namesGroup = (groups: string | string[], group: string): boolean => (Array.isArray(groups) ? groups.includes(group) : groups === group);
 
 /** True when the requirement names the runner's group (the only work an exclusive group takes). */
 export function targetsGroup(req: PlacementRequirement | null | undefined, group: string | null): boolean {
-  const groups = groupsOf(req);
-  return group !== null && groups !== null && groups.includes(group);
+  return group !== null && req?.group !== undefined && namesGroup(req.group, group);
+}
+
+/**
+ * The placement rule, once: group equality or set membership, every selector resolving to an
+ * in-set group attribute, every label and executor present, and an exclusive group's runner only
+ * for work naming its group. With `gaps` it collects every way the runner falls short, as short
+ * phrases; without, it stops at the first. A tick checks each claim against every parked runner
+ * (256 claims over 1,000 runners is 256,000 checks), so the check alone builds no phrase and no
+ * array: the phrases are for the views that explain a verdict.
+ */
+function placementCheck(req: PlacementRequirement | null | undefined, r: RunnerPosture, gaps: string[] | null): boolean {
+  let matches = true;
+  const groups = req?.group;
+  if (groups !== undefined && (r.group === null || !namesGroup(groups, r.group))) {
+    if (!gaps) return false;
+    matches = false;
+    gaps.push(`not in group ${Array.isArray(groups) ? groups.join('|') : groups}`);
+  }
+  const selectors = req?.selectors;
+  if (selectors) {
+    for (const key in selectors) {
+      const allowed = selectors[key];
+      const have = r.groupAttributes[key];
+      if (have !== undefined && allowed.includes(have)) continue;
+      if (!gaps) return false;
+      matches = false;
+      gaps.push(`${key} not in ${allowed.join('|')}`);
+    }
+  }
+  for (const label of req?.labels ?? NONE) {
+    if (r.labels.includes(label)) continue;
+    if (!gaps) return false;
+    matches = false;
+    gaps.push(`no label ${label}`);
+  }
+  for (const executor of req?.executors ?? NONE) {
+    if (r.executors.includes(executor)) continue;
+    if (!gaps) return false;
+    matches = false;
+    gaps.push(`no executor ${executor}`);
+  }
+  if (r.exclusive && r.group !== null && !targetsGroup(req, r.group)) {
+    if (!gaps) return false;
+    matches = false;
+    gaps.push(`exclusive group ${r.group} takes only work targeted at it`);
+  }
+  return matches;
 }
 
 /**
@@ -28,24 +75,13 @@ export function targetsGroup(req: PlacementRequirement | null | undefined, group
  */
 export function placementGaps(req: PlacementRequirement | null | undefined, r: RunnerPosture): string[] {
   const gaps: string[] = [];
-  const groups = groupsOf(req);
-  if (groups !== null && (r.group === null || !groups.includes(r.group))) gaps.push(`not in group ${groups.join('|')}`);
-  for (const [key, allowed] of Object.entries(req?.selectors ?? {})) {
-    const have = r.groupAttributes[key];
-    if (have === undefined || !allowed.includes(have)) gaps.push(`${key} not in ${allowed.join('|')}`);
-  }
-  for (const label of req?.labels ?? []) if (!r.labels.includes(label)) gaps.push(`no label ${label}`);
-  for (const executor of req?.executors ?? []) if (!r.executors.includes(executor)) gaps.push(`no executor ${executor}`);
-  if (r.exclusive && r.group !== null && !targetsGroup(req, r.group)) gaps.push(`exclusive group ${r.group} takes only work targeted at it`);
+  placementCheck(req, r, gaps);
   return gaps;
 }
 
-/**
- * Group equality or set membership, every selector resolving to an in-set group attribute, every
- * label and executor present, and an exclusive group's runner only for work naming its group.
- */
+/** Whether the runner can take work with this requirement: placementGaps would be empty. */
 export function placementMatches(req: PlacementRequirement | null | undefined, r: RunnerPosture): boolean {
-  return placementGaps(req, r).length === 0;
+  return placementCheck(req, r, null);
 }
 
 export function isDrained(r: RunnerPosture & { drained?: boolean }, drains: DrainState = NO_DRAINS): boolean {

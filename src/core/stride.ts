@@ -104,21 +104,26 @@ export class DispatchOrder {
     const lanes = [...this.byLane.keys()].sort((a, b) => a - b);
     for (const lane of lanes) {
       const keys = this.byLane.get(lane)!;
-      let best: { key: string; pass: number; head: QueueEntry } | undefined;
+      // Plain locals, not a record per key: a tick calls this once per claim over every key.
+      let bestQ: QueueEntry[] | undefined;
+      let bestKey = '';
+      let bestPass = 0;
       for (const [key, q] of keys) {
         const pass = this.fair.passOf(lane, key);
-        const head = q[0];
-        if (!best || pass < best.pass || (pass === best.pass && fifo(head, best.head) < 0)) best = { key, pass, head };
+        if (!bestQ || pass < bestPass || (pass === bestPass && fifo(q[0], bestQ[0]) < 0)) {
+          bestQ = q;
+          bestKey = key;
+          bestPass = pass;
+        }
       }
-      if (!best) {
+      if (!bestQ) {
         this.byLane.delete(lane);
         continue;
       }
-      const q = keys.get(best.key)!;
-      q.shift();
-      if (q.length === 0) keys.delete(best.key);
+      const head = bestQ.shift()!;
+      if (bestQ.length === 0) keys.delete(bestKey);
       if (keys.size === 0) this.byLane.delete(lane);
-      return best.head;
+      return head;
     }
     return undefined;
   }

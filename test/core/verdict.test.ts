@@ -142,6 +142,14 @@ describe('placement matching', () => {
     expect(placementGaps({ labels: ['linux'] }, x)).toEqual(['exclusive group prod takes only work targeted at it']);
     expect(placementMatches({ group: 'prod' }, x)).toBe(true);
   });
+  it('matches exactly when it finds no gap, whichever gap comes first', () => {
+    fc.assert(
+      fc.property(fleetArb, requirementArb, (runners, requirement) => {
+        for (const x of runners) expect(placementMatches(requirement, x)).toBe(placementGaps(requirement, x).length === 0);
+      }),
+      { numRuns: 500 },
+    );
+  });
   it('a runner without a group matches only group-free requirements', () => {
     const bare = runner({ runnerId: 'b' });
     expect(placementMatches(null, bare)).toBe(true);
