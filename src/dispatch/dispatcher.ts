@@ -411,16 +411,17 @@ async function finish(deps: DispatchDeps, calls: ParkedAcquire[], result: TickRe
 
 /** Hands committed leases to their parked calls; a call that went away meanwhile gets them handed back. */
 async function answer(deps: DispatchDeps, delivered: Array<{ lease: DeliveredLease; call: ParkedAcquire }>, details: Map<number, OfferDetail>): Promise<void> {
-  const perCall = new Map<ParkedAcquire, Offer[]>();
-  const leasesOf = new Map<ParkedAcquire, DeliveredLease[]>();
+  const perCall = new Map<ParkedAcquire, { offers: Offer[]; leases: DeliveredLease[] }>();
   for (const { lease, call } of delivered) {
-    perCall.set(call, [...(perCall.get(call) ?? []), toOffer(lease, details.get(lease.stepId), deps.ttlMs, deps.defaultStepTimeoutMs)]);
-    leasesOf.set(call, [...(leasesOf.get(call) ?? []), lease]);
+    let mine = perCall.get(call);
+    if (!mine) perCall.set(call, (mine = { offers: [], leases: [] }));
+    mine.offers.push(toOffer(lease, details.get(lease.stepId), deps.ttlMs, deps.defaultStepTimeoutMs));
+    mine.leases.push(lease);
   }
   const orphaned: DeliveredLease[] = [];
-  for (const [call, offers] of perCall) {
+  for (const [call, { offers, leases }] of perCall) {
     if (call.deliver(offers)) deps.events.emit('lease:delivered', { runnerId: call.runner.id, offers: offers.length });
-    else orphaned.push(...leasesOf.get(call)!);
+    else orphaned.push(...leases);
   }
   if (orphaned.length > 0) await handBack(deps, orphaned, 'acquire call ended before the offer was sent');
 }
