@@ -1,6 +1,6 @@
 import type { QueueEntry } from './entry.js';
 import { fitsEver, fitsNow, isIdle, mostCapable } from './load.js';
-import { isDrained, NO_DRAINS, placementGaps, type DrainState } from './placement.js';
+import { isDrained, NO_DRAINS, placementGaps, placementMatches, type DrainState } from './placement.js';
 import { fullPool, type FleetRunner, type PoolState } from './plan.js';
 
 /** A registered runner as the verdict reads it. */
@@ -92,7 +92,7 @@ export function verdict(entry: QueueEntry, fleet: VerdictFleet, postures: Postur
     considered = [r];
   }
 
-  const matching = considered.filter((r) => placementGaps(entry.requirement, r).length === 0);
+  const matching = considered.filter((r) => placementMatches(entry.requirement, r));
   if (matching.length === 0) {
     const closest = closestRunner(entry, considered);
     if (!closest) return { code: 'no_runner_matches', reason: 'no runner matches: no runners registered', satisfiable: false };
