@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { LANE_NAMES, SHARD_COUNT } from '../core/entry.js';
 import { onDispatch } from '../dispatch/events.js';
+import { LEASE_VACUUM_EVERY } from '../dispatch/group-commit.js';
 import type { Feature, ServerContext } from '../server.js';
 import { queueLaneDepth } from '../store/admin-queue.js';
 import { gaugeSnapshotRead } from '../store/metrics.js';
@@ -31,7 +32,7 @@ export class OpschainMetrics {
   });
   readonly completions = new Counter({ name: 'opschain_completions_total', help: 'Step attempts finished through the lease plane, by status (system_error: runner lost).', labelNames: ['status'], registers: this.r });
   readonly expiries = new Counter({ name: 'opschain_lease_expiries_total', help: 'Leases ended by the expiry sweep, by reason: runner_lost (delivered, TTL passed), ack_deadline (offer never acked, requeued), claim_expired (undelivered claim returned).', labelNames: ['reason'], registers: this.r });
-  readonly leaseVacuums = new Counter({ name: 'opschain_lease_table_vacuums_total', help: 'Vacuums of the lease table this replica ran as its completions emptied it (one per 5,000 leases ended), by outcome: ok or failed.', labelNames: ['outcome'], registers: this.r });
+  readonly leaseVacuums = new Counter({ name: 'opschain_lease_table_vacuums_total', help: `Vacuums of the lease table this replica ran as its completions emptied it (one per ${LEASE_VACUUM_EVERY.toLocaleString('en-US')} leases ended), by outcome: ok or failed.`, labelNames: ['outcome'], registers: this.r });
   readonly storeErrors = new Counter({ name: 'opschain_store_errors_total', help: 'Store calls that failed: unavailable (connection refused, timeout, server gone) or query (any other error).', labelNames: ['kind'], registers: this.r });
   readonly storeLatency = new Histogram({
     name: 'opschain_store_query_duration_seconds',

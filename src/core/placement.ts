@@ -16,11 +16,6 @@ const NONE: readonly string[] = [];
 /** Whether `group` is among the requirement's groups (a name or a set of names). */
 const namesGroup = (groups: string | string[], group: string): boolean => (Array.isArray(groups) ? groups.includes(group) : groups === group);
 
-/** True when the requirement names the runner's group (the only work an exclusive group takes). */
-export function targetsGroup(req: PlacementRequirement | null | undefined, group: string | null): boolean {
-  return group !== null && req?.group !== undefined && namesGroup(req.group, group);
-}
-
 /**
  * The placement rule, once: group equality or set membership, every selector resolving to an
  * in-set group attribute, every label and executor present, and an exclusive group's runner only
@@ -60,7 +55,8 @@ function placementCheck(req: PlacementRequirement | null | undefined, r: RunnerP
     matches = false;
     gaps.push(`no executor ${executor}`);
   }
-  if (r.exclusive && r.group !== null && !targetsGroup(req, r.group)) {
+  // An exclusive group takes only work that names it.
+  if (r.exclusive && r.group !== null && (groups === undefined || !namesGroup(groups, r.group))) {
     if (!gaps) return false;
     matches = false;
     gaps.push(`exclusive group ${r.group} takes only work targeted at it`);
