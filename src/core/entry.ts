@@ -39,6 +39,8 @@ export interface QueueEntry {
   siteStamp: string | null;
   readyAt: Date;
   position: number;
+  /** Set aside out of the claim path until what it names changes (core/blocking.ts); absent when claimable. */
+  blockedOn?: string;
 }
 
 /**

@@ -64,15 +64,21 @@ export interface PlanOutput {
 
 interface Slot { waiter: Waiter; left: number }
 
-/** `db (3/3)` for the first of the step's pools (name order) that has no room left, or null. */
-export function fullPool(pools: string[], state: PoolState, extra: Map<string, number> = new Map()): string | null {
+/** The first of the step's pools (name order) that has no room left, with its holders and limit, or null. */
+export function firstFullPool(pools: string[], state: PoolState, extra: Map<string, number> = new Map()): { name: string; held: number; limit: number } | null {
   for (const name of [...pools].sort()) {
     const p = state.get(name);
     if (!p) continue;
     const held = p.held + (extra.get(name) ?? 0);
-    if (held >= p.limit) return `${name} (${held}/${p.limit})`;
+    if (held >= p.limit) return { name, held, limit: p.limit };
   }
   return null;
+}
+
+/** `db (3/3)` for the first of the step's pools (name order) that has no room left, or null. */
+export function fullPool(pools: string[], state: PoolState, extra: Map<string, number> = new Map()): string | null {
+  const full = firstFullPool(pools, state, extra);
+  return full ? `${full.name} (${full.held}/${full.limit})` : null;
 }
 
 /**

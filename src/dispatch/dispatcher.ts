@@ -1,11 +1,12 @@
 import type { QueueEntry, Waiter } from '../core/entry.js';
-import { planDelivery, type Delivery, type FleetRunner, type PoolState } from '../core/plan.js';
+import { planDelivery, type Delivery, type FleetRunner, type PlanOutput, type PoolState } from '../core/plan.js';
 import { leaseDeliver, leasesOutstandingByRun, pinsCreate, pinsForRuns, type DeliveredLease, type OfferDetail } from '../store/leases.js';
 import { fleetParkedRead, fleetRead, type ParkedRunnerRow } from '../store/fleet.js';
 import { withClient, withTransaction, type PoolClient } from '../store/pool.js';
 import { poolHoldAcquireMany, poolHoldRelease, poolStateRead } from '../store/pools.js';
 import type { PostureField } from '../store/posture.js';
 import { queueClaim } from '../store/queue.js';
+import { blockUnplaceable } from './blocked.js';
 import type { DispatchDeps } from './deps.js';
 import { emitDispatch } from './events.js';
 import { offersHeldBy } from './postures.js';
@@ -28,6 +29,8 @@ export interface TickResult {
   delivered: number;
   returned: number;
   held: PostureField | null;
+  /** Unplaced claims set aside out of the claim path: nothing but a change elsewhere would place them (dispatch/blocked.ts). */
+  blocked: number;
   /** The tick claimed every due entry there was for it (its last claim came back short) and leased each one. */
   tookAll: boolean;
 }
@@ -135,7 +138,7 @@ const NEEDS_LOCKS = Symbol('needs locks');
  * in the transaction that delivers.
  */
 async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickResult> {
-  const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, held: null, tookAll: false };
+  const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, held: null, blocked: 0, tookAll: false };
   if (calls.length === 0) return result;
   // The posture and the parked runners in one read, on another connection while this one sends
   // the first claim (after BEGIN, when locked): the round trips overlap instead of queueing
@@ -181,7 +184,17 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
       deps.log.warn({ err: (err as Error).message }, 'dispatch: the locked claim after a lost entry failed; answering what was delivered');
     }
   }
-  return finish(deps, calls, result, delivered);
+  const done = await finish(deps, calls, result, delivered);
+  if (delivered && delivered.unplaced.length > 0) {
+    // After the answers, and outside the delivery's transaction: setting entries aside only
+    // spares later ticks from meeting them again, so a failure here costs nothing but that.
+    try {
+      result.blocked = await blockUnplaceable(deps.pool, delivered.unplaced, deps.acceptExceeding);
+    } catch (err) {
+      deps.log.warn({ err: (err as Error).message }, 'dispatch: setting unplaceable entries aside failed; they stay claimable');
+    }
+  }
+  return done;
 }
 
 /** planAndDeliver in one transaction, locking what it claims: it never gives up for want of locks. */
@@ -198,6 +211,8 @@ interface Delivered {
   lastShort: boolean;
   /** Planned deliveries whose entry was gone when the delivery ran (only an unlocked claim can lose one). */
   lost: number;
+  /** Claims left unplaced for a reason other than every parked match being busy by load: candidates to set aside. */
+  unplaced: QueueEntry[];
 }
 type Planned = Delivered | null;
 
@@ -207,6 +222,7 @@ const joinPlans = (a: Delivered, b: Delivered): Delivered => ({
   deliveries: [...a.deliveries, ...b.deliveries],
   lastShort: b.lastShort,
   lost: a.lost + b.lost,
+  unplaced: b.unplaced,
 });
 
 /** What a tick's attempts share and report through: the tick's result and what its claims met. */
@@ -265,6 +281,7 @@ async function planAndDeliver(deps: DispatchDeps, state: TickState, { client, ca
   // Claims no waiter could take yet (still locked by this transaction, when it locks): planned
   // again with the next page (a call that joined may take them), and left in place.
   let unplaced: QueueEntry[] = [];
+  let why: PlanOutput['returned'] = [];
   // What the store showed for the runs and pools of this tick's claims, read once each, and what
   // earlier pages planned on top: the next page's plan counts both, so a pin binds its siblings
   // and no cap or pool limit is overrun.
@@ -299,7 +316,9 @@ async function planAndDeliver(deps: DispatchDeps, state: TickState, { client, ca
     const open = waiters.open();
     const slots = slotsOf(open);
     if (slots === 0) break;
-    const limit = page === 0 ? firstLimit : Math.min(slots, MAX_CLAIMED - result.claimed);
+    // Later pages read a whole batch: a head of entries no parked call can take (each is set
+    // aside once the tick ends) must not keep the tick from reaching what lies behind it.
+    const limit = page === 0 ? firstLimit : Math.min(Math.max(slots, CLAIM_BATCH), MAX_CLAIMED - result.claimed);
     const claims = page === 0 ? firstClaims : await claim(limit, after);
     if (!locked && state.lockNeeded) return NEEDS_LOCKS;
     result.claimed += claims.length;
@@ -329,6 +348,7 @@ async function planAndDeliver(deps: DispatchDeps, state: TickState, { client, ca
     if (!fleet && batch.some((c) => c.load > smallest)) fleet = (await fleetRead(client)).filter((r) => !r.drained);
     const plan = planDelivery({ claims: batch, waiters: open, pools, pins, outstandingByRun: outstanding, acceptExceeding: deps.acceptExceeding, fairShare: fair, fleet, runnerRuns: waiters.runnerRuns });
     unplaced = plan.returned.map((r) => r.entry);
+    why = plan.returned;
     for (const d of plan.deliveries) {
       deliveries.push(d);
       fair.charge(d.entry.lane, d.entry.fairKey, d.entry.weight);
@@ -343,7 +363,8 @@ async function planAndDeliver(deps: DispatchDeps, state: TickState, { client, ca
     after = { lane: last.lane, position: last.position };
   }
   result.returned = unplaced.length;
-  if (deliveries.length === 0) return { leases: [], details: new Map<number, OfferDetail>(), deliveries, lastShort, lost: 0 };
+  const blockable = why.filter((r) => r.code !== 'busy_by_load').map((r) => r.entry);
+  if (deliveries.length === 0) return { leases: [], details: new Map<number, OfferDetail>(), deliveries, lastShort, lost: 0, unplaced: blockable };
   // Pool holds, all or none per step, limit rows locked in name order; a step another replica
   // filled the pool ahead of stays queued (its claim is simply not delivered).
   const granted = await poolHoldAcquireMany(client, deliveries.filter((d) => d.entry.pools.length > 0).map((d) => ({ stepId: d.entry.stepId, attempt: d.entry.attempt, pools: d.entry.pools })));
@@ -378,7 +399,7 @@ async function planAndDeliver(deps: DispatchDeps, state: TickState, { client, ca
   if (!along) await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId })));
   const details = new Map<number, OfferDetail>();
   for (const o of offers) if (o.detail) details.set(o.lease.stepId, o.detail);
-  return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries, lastShort, lost: deliveries.length - leases.length };
+  return { leases: leases.map((lease) => ({ lease, call: callOf.get(lease.stepId)! })), details, deliveries, lastShort, lost: deliveries.length - leases.length, unplaced: blockable };
 }
 
 /** What a tick that delivered does once its delivery has committed: fair share, events, the answers. */

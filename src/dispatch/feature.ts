@@ -5,6 +5,7 @@ import { startLoop } from '../loop.js';
 import type { ServerContext } from '../context.js';
 import { listenChannel } from '../store/listen.js';
 import { QUEUE_CHANNEL } from '../store/queue.js';
+import { UnblockCadence, unblockOnce } from './blocked.js';
 import type { DispatchDeps } from './deps.js';
 import { dispatchPass, nextPollMs, POLL_BUSY_MS, POLL_IDLE_MS } from './dispatcher.js';
 import { expireOnce } from './lifecycle.js';
@@ -57,20 +58,31 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
   };
   ctx.dispatch = deps;
   let wait = POLL_IDLE_MS;
+  const unblock = new UnblockCadence();
   const loop = startLoop({
     name: 'dispatch',
     clock: ctx.clock,
     log: deps.log,
     errorDelayMs: 1_000,
     once: async () => {
+      if (unblock.dueIn(ctx.clock.now()) === 0) {
+        unblock.ran(ctx.clock.now());
+        try {
+          // Entries that came back wake every dispatcher (their statement notifies), this one included.
+          await unblockOnce(deps.pool, { shards: deps.ownedShards(), acceptExceeding: deps.acceptExceeding });
+        } catch (err) {
+          deps.log.warn({ err: (err as Error).message }, 'dispatch: checking blocked entries failed; trying again');
+        }
+      }
       const r = await dispatchPass(deps, seen);
       wait = nextPollMs(r, wait);
-      return wait;
+      return Math.min(wait, unblock.dueIn(ctx.clock.now()));
     },
   });
   kickLoop = () => loop.kick();
   ctx.loops.push(loop);
   ctx.events.on('queue:enqueued', queueChanged);
+  ctx.events.on('lease:completed', () => unblock.nudge());
   // A quiesced replica answers its parked polls empty at once, so its runners fail over.
   ctx.events.on('membership:changed', (p: { member: boolean }) => {
     if (!p.member) registry.drainAll();

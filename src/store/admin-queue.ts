@@ -42,8 +42,14 @@ export async function queueLaneDepth(db: Db, p: { bound?: number } = {}): Promis
               WHERE s.schemaname = current_schema() AND s.tablename = 'queue_ready' AND s.attname = 'lane' AND f.val = l.lane
               LIMIT 1) AS lane_freq
        FROM unnest('{0,1,2}'::smallint[]) AS l(lane)
-       CROSS JOIN LATERAL (SELECT count(*)::bigint AS n FROM (SELECT 1 FROM queue_ready q WHERE q.lane = l.lane ORDER BY q.lane, q.position LIMIT $1) x) c
-       LEFT JOIN LATERAL (SELECT q.ready_at FROM queue_ready q WHERE q.lane = l.lane ORDER BY q.position LIMIT 1) h ON true
+       -- Claimable and blocked entries each have their own (lane, position) index: counted and
+       -- headed through both.
+       CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM queue_ready q WHERE q.lane = l.lane AND q.blocked_on IS NULL ORDER BY q.lane, q.position LIMIT $1) x)
+                                + (SELECT count(*) FROM (SELECT 1 FROM queue_ready q WHERE q.lane = l.lane AND q.blocked_on IS NOT NULL ORDER BY q.lane, q.position LIMIT $1) y) AS n) c
+       LEFT JOIN LATERAL (SELECT x.ready_at FROM ((SELECT q.position, q.ready_at FROM queue_ready q WHERE q.lane = l.lane AND q.blocked_on IS NULL ORDER BY q.position LIMIT 1)
+                                                  UNION ALL
+                                                  (SELECT q.position, q.ready_at FROM queue_ready q WHERE q.lane = l.lane AND q.blocked_on IS NOT NULL ORDER BY q.position LIMIT 1)) x
+                           ORDER BY x.position LIMIT 1) h ON true
       ORDER BY l.lane`,
     [bound],
   );
@@ -229,7 +235,10 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
     const runners = await fleetRead(client);
     // Named columns: what mapEntry reads and no more, on every refresh.
     const sample = await client.query(
-      `SELECT ${ENTRY_COLS} FROM queue_ready ORDER BY lane, position LIMIT $1`,
+      `(SELECT ${ENTRY_COLS}, blocked_on FROM queue_ready WHERE blocked_on IS NULL ORDER BY lane, position LIMIT $1)
+       UNION ALL
+       (SELECT ${ENTRY_COLS}, blocked_on FROM queue_ready WHERE blocked_on IS NOT NULL ORDER BY lane, position LIMIT $1)
+       ORDER BY lane, position LIMIT $1`,
       [sampleLimit],
     );
     const runIds = [...new Set(sample.rows.map((r) => Number(r.run_id)))];

@@ -280,6 +280,28 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
   };
 }
 
+/** What the verdict ladder reads besides an entry: the fleet, and the pools, pins and out-counts of the entries' runs. */
+export interface VerdictInputs {
+  runners: FleetRunnerRow[];
+  pools: PoolState;
+  pins: Map<number, string>;
+  outstandingByRun: Map<number, number>;
+  runnerRuns: Map<string, number>;
+}
+
+/** The verdict inputs for these entries, read set-based: the fleet, their pools, and their runs' pins and out-counts. */
+export async function verdictInputsRead(db: Db, entries: Array<Pick<QueueEntry, 'runId' | 'pools'>>): Promise<VerdictInputs> {
+  const runIds = [...new Set(entries.map((e) => e.runId))];
+  const runners = await fleetRead(db);
+  return {
+    runners,
+    pools: await poolStateRead(db, [...new Set(entries.flatMap((e) => e.pools))]),
+    pins: await pinsForRuns(db, runIds),
+    outstandingByRun: await leasesOutstandingByRun(db, runIds),
+    runnerRuns: scopedRunsOf(runners),
+  };
+}
+
 /** Who a drain names: one runner (by id, else unique name) or every runner of a group. */
 export interface DrainTargetRow {
   kind: 'runner' | 'group';

@@ -49,6 +49,7 @@ export const mapEntry = (r: any): QueueEntry => ({
   siteStamp: r.site_stamp,
   readyAt: r.ready_at,
   position: Number(r.position),
+  ...(r.blocked_on ? { blockedOn: r.blocked_on as string } : {}),
 });
 
 const QUEUE_ENQUEUE = prepared(
@@ -167,7 +168,7 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
            OR step_id = ANY(ARRAY(
                 SELECT h.step_id FROM unnest($8::smallint[]) AS l(lane)
                  CROSS JOIN LATERAL (SELECT x.step_id, x.ready_at FROM queue_ready x
-                                      WHERE x.lane = l.lane AND ($3::int IS NULL OR (x.lane, x.position) > ($3::int, $4::bigint))
+                                      WHERE x.lane = l.lane AND x.blocked_on IS NULL AND ($3::int IS NULL OR (x.lane, x.position) > ($3::int, $4::bigint))
                                       ORDER BY x.position LIMIT $2) h
                  WHERE $7::bigint IS NOT NULL AND h.ready_at <= now() - $7::bigint * interval '1 millisecond'))
         )`;
@@ -175,7 +176,7 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
   if (!ownedOnly) values.push(site, liveSites, agedLane, LANE_IDS);
   const { rows } = await client.query(
     `SELECT * FROM queue_ready
-      WHERE ready_at <= now()
+      WHERE ready_at <= now() AND blocked_on IS NULL
         AND ($3::int IS NULL OR (lane, position) > ($3::int, $4::bigint))
         AND ${claimable}
       ORDER BY lane, position
@@ -184,6 +185,61 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
     values,
   );
   return rows.map(mapEntry);
+}
+
+/**
+ * Sets entries aside out of the claim path, each keyed by what would make it placeable again
+ * (core/blocking.ts). An entry delivered, cancelled or already set aside meanwhile is left alone.
+ */
+export async function queueBlock(db: Db, items: Array<{ stepId: number; on: string }>): Promise<number> {
+  if (items.length === 0) return 0;
+  const { rowCount } = await db.query(
+    `UPDATE queue_ready q SET blocked_on = b.on_key, blocked_at = now()
+       FROM unnest($1::bigint[], $2::text[]) AS b(step_id, on_key)
+      WHERE q.step_id = b.step_id AND q.blocked_on IS NULL`,
+    [items.map((i) => i.stepId), items.map((i) => i.on)],
+  );
+  return rowCount ?? 0;
+}
+
+/** One blocked entry standing for every entry blocked on the same key with the same requirement and load, and how many those are. */
+export interface BlockedGroup {
+  entry: QueueEntry & { blockedOn: string };
+  count: number;
+}
+
+/**
+ * The blocked entries of these shards, one per (key, requirement, load): entries alike in those
+ * get the same verdict, so one stands for all. Read through the small index of blocked entries.
+ */
+export async function queueBlockedRead(db: Db, p: { shards: number[] }): Promise<BlockedGroup[]> {
+  const { rows } = await db.query(
+    `SELECT DISTINCT ON (blocked_on, requirement, load) *, count(*) OVER (PARTITION BY blocked_on, requirement, load) AS n
+       FROM queue_ready
+      WHERE blocked_on IS NOT NULL AND shard = ANY($1::smallint[])
+      ORDER BY blocked_on, requirement, load, lane, position`,
+    [p.shards],
+  );
+  return rows.map((r) => ({ entry: mapEntry(r) as QueueEntry & { blockedOn: string }, count: Number(r.n) }));
+}
+
+/**
+ * Puts blocked entries of these shards back in the claim path, by group (key, requirement, load),
+ * at their own position; wakes every dispatcher on commit when any came back. Returns how many.
+ */
+export async function queueUnblock(db: Db, p: { shards: number[]; groups: Array<Pick<QueueEntry, 'requirement' | 'load'> & { blockedOn: string }> }): Promise<number> {
+  if (p.groups.length === 0) return 0;
+  const { rows } = await db.query(
+    `WITH u AS (
+       UPDATE queue_ready q SET blocked_on = NULL, blocked_at = NULL
+         FROM unnest($2::text[], $3::jsonb[], $4::real[]) AS g(on_key, requirement, load)
+        WHERE q.blocked_on = g.on_key AND q.requirement IS NOT DISTINCT FROM g.requirement AND q.load = g.load
+          AND q.shard = ANY($1::smallint[])
+       RETURNING 1)
+     SELECT count(*)::int AS n, CASE WHEN count(*) > 0 THEN pg_notify('${QUEUE_CHANNEL}', '') END FROM u`,
+    [p.shards, p.groups.map((g) => g.blockedOn), p.groups.map((g) => (g.requirement === null ? null : JSON.stringify(g.requirement))), p.groups.map((g) => g.load)],
+  );
+  return rows[0].n;
 }
 
 /** Wakes every replica's dispatcher on commit (LISTEN on QUEUE_CHANNEL). */

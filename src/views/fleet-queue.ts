@@ -22,6 +22,11 @@ export interface FleetQueueEntry {
   runScope: boolean;
   maxParallel: number;
   pinnedRunner: string | null;
+  /**
+   * What a ready entry is set aside on, out of the claim path, until it changes (`pool:NAME`,
+   * `run:ID`, `fleet`); null while claimable. Always null for a leased entry.
+   */
+  blockedOn: string | null;
   readyAt: string;
   /** Since ready_at, by the database clock. */
   waitingMs: number;
@@ -68,6 +73,7 @@ export function buildFleetQueue(s: FleetQueueSnapshot, opts: { acceptExceeding: 
     runScope: e.runScope,
     maxParallel: e.maxParallel,
     pinnedRunner: s.pins.get(e.runId) ?? null,
+    blockedOn: e.blockedOn ?? null,
     readyAt: e.readyAt.toISOString(),
     waitingMs: Math.max(0, s.now.getTime() - e.readyAt.getTime()),
   });

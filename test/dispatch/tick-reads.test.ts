@@ -23,6 +23,7 @@ function kind(sql: string): string {
   if (/INSERT INTO scheduler_job_leases/.test(sql)) return 'deliver';
   if (/UPDATE steps/.test(sql)) return 'steps started';
   if (/pool_limits|pool_holds/.test(sql)) return 'pools';
+  if (/UPDATE queue_ready q SET blocked_on/.test(sql)) return 'set aside';
   if (/FROM runners r/.test(sql)) return 'runners';
   return sql.replace(/\s+/g, ' ').slice(0, 40);
 }
@@ -87,15 +88,21 @@ describe('what a dispatch tick reads', () => {
   it('a run-scoped claim reads its run\'s pin and outstanding steps once, and a runner holding a scoped run takes nothing else', async () => {
     const scoped = await seedRun(other, { scope: 'run', maxParallelSteps: 2, steps: ['p1', 'p2', 'p3'].map((name) => ({ name })) });
     const a = park(runners[0], 4);
-    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
-    expect(tick).toMatchObject({ claimed: 3, delivered: 2, returned: 1 });
+    const { value: tick, kinds: all } = await recorded(() => dispatchOnce(deps));
+    expect(tick).toMatchObject({ claimed: 3, delivered: 2, returned: 1, blocked: 1 });
     // A scoped entry needs its lock (its pin is written in the delivery's transaction): the
     // unlocked claim that found it is followed by a locked one, and the tick delivers in that.
-    expect(overlapped(kinds).slice(0, 3)).toEqual([START, 'BEGIN', 'locked claim']);
-    expect(kinds.at(-1)).toBe('COMMIT');
+    expect(overlapped(all).slice(0, 3)).toEqual([START, 'BEGIN', 'locked claim']);
+    const commit = all.lastIndexOf('COMMIT');
+    const kinds = all.slice(0, commit + 1);
     expect(kinds.filter((k) => k === 'outstanding')).toHaveLength(1);
     // Its pin read before planning, written, and read back (another replica may have pinned it first).
     expect(kinds.filter((k) => k.startsWith('pin'))).toEqual(['pins', 'pin write', 'pins']);
+    // After the commit, the step left at the run's cap is set aside on its run: the fleet, its
+    // pin and out-count read once for the verdict (it names no pool), then one write.
+    expect(all.slice(commit + 1)).toEqual(['runners', 'pins', 'outstanding', 'set aside']);
+    const { rows: aside } = await other.query(`SELECT blocked_on FROM queue_ready`);
+    expect(aside).toEqual([{ blocked_on: `run:${scoped.runId}` }]);
     expect((await a.offers).map((o) => o.run_id)).toEqual([scoped.runId, scoped.runId]);
 
     // rnr_a executes the scoped run: the parked read says so, and step-scoped work goes to rnr_b only.

@@ -1,0 +1,87 @@
+import { blockingKey } from '../core/blocking.js';
+import type { QueueEntry } from '../core/entry.js';
+import { verdict, type Postures } from '../core/verdict.js';
+import { verdictInputsRead, type VerdictInputs } from '../store/fleet.js';
+import type { Pool, PoolClient } from '../store/pool.js';
+import { queueBlock, queueBlockedRead, queueUnblock } from '../store/queue.js';
+
+/** How often a replica checks its blocked entries again when nothing nudges it sooner. */
+export const UNBLOCK_EVERY_MS = 1_000;
+/** The soonest a nudge (a lease ended here) runs the check again after the last one. */
+export const UNBLOCK_NUDGED_MS = 250;
+
+type Db = Pool | PoolClient;
+
+/**
+ * Postures are not a reason to set anything aside: a held fleet claims nothing, so nothing is
+ * hidden; the verdict is taken as if offers flowed, to find what would still stop the entry.
+ */
+const flowing = (acceptExceeding: boolean): Postures => ({ halted: false, quiesced: false, acceptExceeding });
+
+const keyOf = (e: QueueEntry, inputs: VerdictInputs, acceptExceeding: boolean) =>
+  blockingKey(e, verdict(e, inputs, flowing(acceptExceeding), inputs.pools, inputs.pins), inputs.pools);
+
+/**
+ * Sets aside the entries a tick could not place whose verdict over the whole fleet is one only a
+ * change elsewhere can end (core/blocking.ts); entries waiting for capacity keep their place.
+ * Returns how many were set aside.
+ */
+export async function blockUnplaceable(db: Db, entries: QueueEntry[], acceptExceeding: boolean): Promise<number> {
+  if (entries.length === 0) return 0;
+  const inputs = await verdictInputsRead(db, entries);
+  const items: Array<{ stepId: number; on: string }> = [];
+  for (const e of entries) {
+    const on = keyOf(e, inputs, acceptExceeding);
+    if (on) items.push({ stepId: e.stepId, on });
+  }
+  return queueBlock(db, items);
+}
+
+export interface UnblockResult {
+  /** Blocked entries of the shards checked, before the check. */
+  blocked: number;
+  /** Entries put back in the claim path. */
+  returned: number;
+}
+
+/**
+ * One pass over the blocked entries of these shards: each group (key, requirement, load) whose
+ * verdict no longer blocks on the same key goes back to the claim path at its own position, and
+ * the dispatchers are woken. A group still blocked stays; one blocked for another reason comes
+ * back too, and the next tick that meets it sets it aside under its new key.
+ */
+export async function unblockOnce(db: Db, p: { shards: number[]; acceptExceeding: boolean }): Promise<UnblockResult> {
+  if (p.shards.length === 0) return { blocked: 0, returned: 0 };
+  const groups = await queueBlockedRead(db, { shards: p.shards });
+  if (groups.length === 0) return { blocked: 0, returned: 0 };
+  const inputs = await verdictInputsRead(db, groups.map((g) => g.entry));
+  const back = groups.filter((g) => keyOf(g.entry, inputs, p.acceptExceeding) !== g.entry.blockedOn).map((g) => g.entry);
+  const blocked = groups.reduce((n, g) => n + g.count, 0);
+  return { blocked, returned: await queueUnblock(db, { shards: p.shards, groups: back }) };
+}
+
+/**
+ * When a replica next checks its blocked entries: every UNBLOCK_EVERY_MS, sooner
+ * (UNBLOCK_NUDGED_MS) after a lease ended here. The check is one read of a small index when
+ * nothing is blocked. What changes on other replicas (a pool released, a runner registered
+ * there) is seen within UNBLOCK_EVERY_MS.
+ */
+export class UnblockCadence {
+  private lastAt = Number.NEGATIVE_INFINITY;
+  private nudged = false;
+
+  /** A lease ended here (a slot, a pool hold or a run's cap may have freed). */
+  nudge(): void {
+    this.nudged = true;
+  }
+
+  /** Ms until the next check is due (0: now). */
+  dueIn(nowMs: number): number {
+    return Math.max(0, this.lastAt + (this.nudged ? UNBLOCK_NUDGED_MS : UNBLOCK_EVERY_MS) - nowMs);
+  }
+
+  ran(nowMs: number): void {
+    this.lastAt = nowMs;
+    this.nudged = false;
+  }
+}
