@@ -121,6 +121,8 @@ export interface Sizes {
   latencyRuns: number;
   latencySpacingMs: number;
   latencyRunners: number;
+  /** Entries no runner can take, queued before the latency scenario's second sequence. */
+  latencyBlocked: number;
   depths: number[];
   /** Steps drained (and timed) at each depth. */
   depthDrain: number;
@@ -144,6 +146,6 @@ export interface Sizes {
 export function sizesFor(quick: boolean): Sizes {
   const common = { stepsPerRun: 10, wideRunners: 8, wideSlots: 32, bulkBatch: 100, floorWorkers: 8, floorClaim: 64, latencySpacingMs: 20, baselineConcurrency: 24, baselineLocalQueue: 500, baselineCompleteBatchDelayMs: 0, replicas: 3 };
   return quick
-    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, warmupSteps: 100, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, idleRunners: 50, idleWaitMs: 1_000, idleSampleMs: 1_000, consoleDepths: [1_000, 10_000] }
-    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, warmupSteps: 10_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, idleRunners: 500, idleWaitMs: 1_000, idleSampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
+    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, warmupSteps: 100, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, latencyBlocked: 1_000, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, idleRunners: 50, idleWaitMs: 1_000, idleSampleMs: 1_000, consoleDepths: [1_000, 10_000] }
+    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, warmupSteps: 10_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, latencyBlocked: 10_500, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, idleRunners: 500, idleWaitMs: 1_000, idleSampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
 }

@@ -7,6 +7,7 @@ import { readServerRecord } from '../src/home.js';
 import type { LoadedRunFile } from '../src/orchestrator/runfile.js';
 import { runSubmit, runSubmitMany } from '../src/orchestrator/submit.js';
 import { createPool, type Pool } from '../src/store/pool.js';
+import { queueNotify } from '../src/store/queue.js';
 import { tokenCreate } from '../src/store/tokens.js';
 import type { BenchArgs, ScenarioName, Sizes } from './args.js';
 import type { Baseline } from './baseline.js';
@@ -57,6 +58,15 @@ export interface DrainResult {
 }
 
 const MIB = 1024 * 1024;
+
+/** Polls `cond` every 100 ms until it holds; fails naming `what` after `limitMs`. */
+async function waitUntil(cond: () => Promise<boolean>, limitMs: number, what: string): Promise<void> {
+  const deadline = performance.now() + limitMs;
+  while (!(await cond())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${limitMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 /** A run of `steps` independent no-op steps, validated like a run file. */
 export function benchRunFile(name: string, project: string, steps: number): LoadedRunFile {
@@ -481,7 +491,22 @@ export class OpschainBench {
       env.progress(`latency: ${sizes.latencyRuns} single-step runs submitted ${sizes.latencySpacingMs} ms apart to ${sizes.latencyRunners} parked runners`);
       const { submitted, submitMs } = await sequence('latency');
       await fleet.until((c) => c.completed >= 2 * sizes.latencyRuns, 30_000, 'every completion');
+      // The same sequence behind entries no runner can take, in every lane (the plain runs are
+      // bulk): once the ticks have set them aside, they must cost the plain runs nothing.
+      env.progress(`latency: ${sizes.latencyBlocked.toLocaleString('en-US')} entries no runner can take queued across the lanes`);
+      await prequeue(d.pool, { entries: sizes.latencyBlocked, stepsPerRun: 50, label: 'latency-blocked', requirement: { labels: ['no-runner-has-this'] } });
+      await queueNotify(d.pool);
+      const asideAt = performance.now();
+      await waitUntil(async () => (await d.pool.query(`SELECT count(*)::int AS n FROM queue_ready WHERE blocked_on IS NULL`)).rows[0].n === 0, 300_000, 'every unplaceable entry set aside');
+      const asideMs = performance.now() - asideAt;
+      env.progress(`latency: ${sizes.latencyRuns} single-step runs behind them`);
+      const behind = await sequence('latency-behind');
+      await fleet.until((c) => c.completed >= 3 * sizes.latencyRuns, 30_000, 'every completion');
       await fleet.stop();
+      const behindSamples = [...behind.submitted].map(([id, at]) => offered.get(id)! - at);
+      const blocked = figure({ scenario: 'latency', metric: `submit→offer p50 behind ${sizes.latencyBlocked.toLocaleString('en-US')} unplaceable entries (ms)`, value: percentile(behindSamples, 50), unit: 'ms', baseline: base.p50Ms, better: 'lower', target: '≤ graphile-worker p50' });
+      blocked.met = blocked.ratio !== null && blocked.ratio <= 1;
+      blocked.note = `set aside by the ticks in ${round(asideMs / 1000, 3)} s; p99 behind them ${round(percentile(behindSamples, 99), 3)} ms`;
       const samples = [...submitted].map(([id, at]) => offered.get(id)! - at);
       const p50 = figure({ scenario: 'latency', metric: 'submit→offer p50', value: percentile(samples, 50), unit: 'ms', baseline: base.p50Ms, better: 'lower', target: '≤ graphile-worker p50' });
       p50.met = p50.ratio !== null && p50.ratio <= 1;
@@ -491,7 +516,7 @@ export class OpschainBench {
       // The split: how much of it is the submit transaction itself (commit is what wakes the dispatcher).
       const call = figure({ scenario: 'latency', metric: 'submit call (run + steps + enqueue committed) p50', value: percentile(submitMs, 50), unit: 'ms', better: 'lower' });
       this.notes.push(`latency: runner cycle: ${fleet.cycleSummary()}`);
-      return [p50, p99, max, call];
+      return [p50, p99, max, call, blocked];
     } finally {
       await d.stop();
     }
