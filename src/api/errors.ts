@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
-import { DomainError, errorBody, type ErrorKind } from '../errors.js';
-import { isStoreUnavailable, storeCause } from '../store/pool.js';
+import { DomainError, errorBody, Failed, type ErrorKind } from '../errors.js';
+import { isStatementTimeout, isStoreUnavailable, STATEMENT_TIMEOUT_MESSAGE, storeCause } from '../store/pool.js';
 import { SAFE_TEXT_MESSAGE, SAFE_TEXT_PATTERN } from './schema.js';
 
 /** Domain error kind → HTTP status: the one place the API decides it. */
@@ -40,7 +40,8 @@ export function sendError(reply: FastifyReply, err: DomainError): FastifyReply {
 
 /**
  * Every error as the one body `{"error": {"code", "message"}}`: domain errors by their kind, 400
- * naming the field for bad input, 503 with the store verdict for outages, the framework's own 4xx
+ * naming the field for bad input, 503 with the store verdict for outages, 422 for a statement the
+ * store cancelled after its statement timeout (not retryable as sent), the framework's own 4xx
  * (413 too large, 415 content type, 400 bad JSON) as they are, 500 otherwise: a 500 is a bug (the
  * fuzz tier fails on one), and its detail goes to the log, never to the caller. The runner
  * protocol's verdict strings (`lease expired or revoked`, `credential invalid`, `store
@@ -50,6 +51,7 @@ export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof DomainError) return sendError(reply, err);
     if (err.validation) return reply.code(400).send({ error: { code: 'invalid_input', message: validationMessage(err) } });
+    if (isStatementTimeout(err)) return sendError(reply, new Failed(STATEMENT_TIMEOUT_MESSAGE, 'statement_timeout'));
     if (isStoreUnavailable(err)) return reply.code(503).send({ error: { code: 'store_unavailable', message: storeUnavailableMessage(err) } });
     if (err.statusCode && err.statusCode < 500) return reply.code(err.statusCode).send({ error: { code: String(err.code ?? 'bad_request').toLowerCase(), message: err.message } });
     req.log.error({ err: err.message, code: (err as { code?: string }).code, url: req.url }, 'request failed');

@@ -8,9 +8,9 @@ import { emitDispatch } from '../dispatch/events.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
 import { stepLogAppend } from '../store/logs.js';
 import { auditRecord } from '../store/audit.js';
-import { runnerRegisterExclusive, RunnerNameTakenError, runnerTouch } from '../store/runners.js';
-import { tokenVerify } from '../store/tokens.js';
-import { Conflict, Unauthorized } from '../errors.js';
+import { RegistrationGroupRefusedError, runnerRegisterExclusive, RunnerNameTakenError, runnerTouch } from '../store/runners.js';
+import { tokenVerify, type TokenRow } from '../store/tokens.js';
+import { Conflict, Forbidden, Unauthorized } from '../errors.js';
 import { sendError } from './errors.js';
 import { runnerAuth } from './runner-auth.js';
 import { BODY_LIMIT, int4, int8, load, name as schemaName, names as schemaNames, nullableText, object, text } from './schema.js';
@@ -89,7 +89,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
     for (const ctl of polls) ctl.abort();
   });
 
-  const registrationTokens = new WeakMap<object, string>();
+  const registrationTokens = new WeakMap<object, TokenRow>();
   app.post<{ Body: any }>(
     '/api/runner/register',
     {
@@ -100,7 +100,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
         const presented = (req.body as Record<string, unknown> | null)?.registration_token;
         const tok = typeof presented === 'string' && secretKind(presented) === 'registration' ? await tokenVerify(deps.pool, 'registration', presented) : undefined;
         if (!tok) return sendError(reply, new Unauthorized('registration token invalid', 'registration_token_invalid'));
-        registrationTokens.set(req, tok.id);
+        registrationTokens.set(req, tok);
       },
       schema: {
         body: object(
@@ -121,7 +121,7 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
     },
     async (req, reply) => {
       const b = req.body as Record<string, any>;
-      const tok = { id: registrationTokens.get(req)! };
+      const tok = registrationTokens.get(req)!;
       const credential = newSecret('runner');
       let registered: Awaited<ReturnType<typeof runnerRegisterExclusive>>;
       try {
@@ -138,9 +138,10 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
           credentialHash: hashSecret(credential),
           replicaId: deps.replicaId,
           registrationTokenId: tok.id,
-        });
+        }, { tokenId: tok.id, groups: tok.groups });
       } catch (err) {
         if (err instanceof RunnerNameTakenError) return sendError(reply, new Conflict(err.message, 'runner_name_taken'));
+        if (err instanceof RegistrationGroupRefusedError) return sendError(reply, new Forbidden(err.message, 'registration_group_refused'));
         throw err;
       }
       const { runner, retired } = registered;

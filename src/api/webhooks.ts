@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
 import { WEBHOOK_HEADERS, WEBHOOK_MAX_BYTES, webhookVerify } from '../core/triggers.js';
 import type { Feature } from '../server.js';
-import { isStoreUnavailable, storeCause } from '../store/pool.js';
+import { isStatementTimeout, isStoreUnavailable, STATEMENT_TIMEOUT_MESSAGE, storeCause } from '../store/pool.js';
 import { deliveryInsert, webhookForVerify } from '../store/triggers.js';
 
 const DELIVERY_ID = /^[A-Za-z0-9._:-]{1,200}$/;
@@ -27,6 +27,7 @@ export function webhookApi(): Feature {
       scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: WEBHOOK_MAX_BYTES }, (_req, body, done) => done(null, body));
       scope.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, _req, reply) => {
         if (err.statusCode === 413) return refuse(reply, 413, 'payload_too_large', `payload larger than ${WEBHOOK_MAX_BYTES} bytes (1 MiB)`);
+        if (isStatementTimeout(err)) return refuse(reply, 422, 'statement_timeout', STATEMENT_TIMEOUT_MESSAGE);
         if (isStoreUnavailable(err)) return refuse(reply, 503, 'store_unavailable', `store unavailable: ${storeCause(err)} (retry)`);
         if (err.statusCode && err.statusCode < 500) return refuse(reply, err.statusCode, err.code ?? 'invalid_input', err.message);
         ctx.log.error({ err: err.message }, 'webhook call failed');

@@ -1,3 +1,4 @@
+import { LineCounter, parseDocument, parse as parseYaml, visit } from 'yaml';
 import { FORBIDDEN_KEYS, LOAD_MAX, LOAD_MIN, unsafeTextReason } from './bounds.js';
 import { parseDuration } from './duration.js';
 import type { PlacementRequirement } from './entry.js';
@@ -47,6 +48,38 @@ export const MAX_STEPS = 1000;
 export const MAX_TEXT = 64 * 1024;
 /** Names, labels, selector keys and values, targets. */
 const MAX_NAME_TEXT = 256;
+
+/*
+ * The bounds of a run, on what is stored rather than on what was sent: a few bytes of YAML can
+ * name one anchor many times, and every step row keeps its own copy of the run's env, so the text
+ * of a file says little about the rows it becomes. Every transport (the CLI, POST /api/runs,
+ * templates and the triggers that fire them) goes through runFileParse and validateRunFile.
+ */
+/** The largest run file, in bytes of UTF-8, refused before it is parsed. */
+export const RUN_FILE_MAX_BYTES = 1024 * 1024;
+/**
+ * The most YAML aliases (`*name`) one file may use, counted over the whole file, and the budget
+ * the parser gets for nested ones (an alias of a map holding aliases counts every copy). Enough to
+ * share an env map or a placement among a run's steps, too few to multiply a file into megabytes.
+ */
+export const MAX_ALIASES = 100;
+/** A step's command, in bytes of UTF-8. */
+export const MAX_COMMAND_BYTES = 64 * 1024;
+/**
+ * The environment a step receives (the run's env overlaid by the step's), names and values in
+ * bytes of UTF-8; also the run's own env. Linux refuses one `NAME=value` above 128 KiB.
+ */
+export const MAX_ENV_BYTES = 128 * 1024;
+/**
+ * The whole run as stored: the file's data once aliases are resolved (as JSON), plus each step's
+ * command and environment, which every step row keeps.
+ */
+export const MAX_EXPANDED_BYTES = 4 * 1024 * 1024;
+const MAX_SYNTAX_PROBLEMS = 10;
+
+const bytes = (text: string): number => Buffer.byteLength(text, 'utf8');
+const KIB = (n: number): string => (n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB` : `${n / 1024} KiB`);
+const sizeLimit = (n: number): string => `${KIB(n)} (${n} bytes)`;
 
 /** Where each field's value is a number or a list, so `--set` can coerce its text. */
 export type FieldKind = 'string' | 'number' | 'list' | 'map' | 'other';
@@ -299,6 +332,91 @@ export function dependencyOrder<T extends { name: string; needs: string[] }>(ste
   return out;
 }
 
+export type RunFileParse = { ok: true; raw: unknown } | { ok: false; problems: RunFileProblem[] };
+
+const aliasBudgetProblem = (): RunFileProblem => ({
+  path: '(file)',
+  message: `YAML aliases expand beyond the budget of ${MAX_ALIASES} (an alias of something holding aliases counts every copy); write the values out or share less`,
+});
+
+/**
+ * A run file's text (YAML, or JSON which is YAML too) as data, before validation: refused by its
+ * size before it is parsed (RUN_FILE_MAX_BYTES), then for syntax, duplicate keys and more YAML
+ * aliases than MAX_ALIASES, each as a problem naming the limit. Never throws for bad input.
+ */
+export function runFileParse(text: string): RunFileParse {
+  const size = bytes(text);
+  if (size > RUN_FILE_MAX_BYTES) {
+    return { ok: false, problems: [{ path: '(file)', message: `${size} bytes, larger than ${sizeLimit(RUN_FILE_MAX_BYTES)}; a run file is refused above that size` }] };
+  }
+  // Duplicate keys and syntax errors come back as document errors rather than a throw.
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines });
+  if (doc.errors.length) {
+    const shown = doc.errors.slice(0, MAX_SYNTAX_PROBLEMS).map((e) => {
+      const pos = lines.linePos(e.pos[0]);
+      return { path: `(file) line ${pos.line} column ${pos.col}`, message: e.message.split('\n')[0] };
+    });
+    if (doc.errors.length > MAX_SYNTAX_PROBLEMS) shown.push({ path: '(file)', message: `and ${doc.errors.length - MAX_SYNTAX_PROBLEMS} more syntax problems` });
+    return { ok: false, problems: shown };
+  }
+  // The parser's own budget is per anchor: many anchors, each used up to it, still multiply a
+  // file, so the aliases of the whole file are counted first.
+  let aliases = 0;
+  visit(doc, { Alias: () => (++aliases > MAX_ALIASES ? visit.BREAK : undefined) });
+  if (aliases > MAX_ALIASES) return { ok: false, problems: [{ path: '(file)', message: `more than ${MAX_ALIASES} YAML aliases (*name); a run file may use at most ${MAX_ALIASES}` }] };
+  try {
+    return { ok: true, raw: doc.toJS({ maxAliasCount: MAX_ALIASES }) as unknown };
+  } catch (err) {
+    // The parser throws (ReferenceError) for an alias budget exceeded or an alias it cannot resolve.
+    if (/excessive alias count/i.test((err as Error).message)) return { ok: false, problems: [aliasBudgetProblem()] };
+    return { ok: false, problems: [{ path: '(file)', message: (err as Error).message.split('\n')[0] }] };
+  }
+}
+
+/** A `--set` value written as YAML (`[build]`, `{location: [dc1]}`), under the same alias budget as a file. */
+export function runFileValueParse(text: string): unknown {
+  try {
+    return parseYaml(text, { maxAliasCount: MAX_ALIASES }) as unknown;
+  } catch (err) {
+    if (/excessive alias count/i.test((err as Error).message)) throw new Error(aliasBudgetProblem().message);
+    throw err;
+  }
+}
+
+/**
+ * The size of a value as JSON, in bytes, counting every copy an alias made; stops counting once
+ * past `limit` (every value counts at least one byte, so the walk is bounded by the limit, however
+ * many times aliases multiply what it walks).
+ */
+export function expandedBytes(value: unknown, limit: number): number {
+  let total = 0;
+  const stack: unknown[] = [value];
+  while (stack.length && total <= limit) {
+    const v = stack.pop();
+    if (typeof v === 'string') total += bytes(v) + 2;
+    else if (Array.isArray(v)) {
+      total += 1 + Math.max(v.length, 1);
+      for (const item of v) stack.push(item);
+    } else if (isMap(v)) {
+      const keys = Object.keys(v);
+      total += 1 + Math.max(keys.length, 1);
+      for (const k of keys) {
+        total += bytes(k) + 3;
+        stack.push(v[k]);
+      }
+    } else total += String(v).length;
+  }
+  return total;
+}
+
+const envBytes = (env: Record<string, string>): number => Object.entries(env).reduce((n, [k, v]) => n + bytes(k) + bytes(v), 0);
+
+const expandedProblem = (): RunFileProblem => ({
+  path: '(file)',
+  message: `the run expands to more than ${sizeLimit(MAX_EXPANDED_BYTES)} once YAML aliases are resolved and each step's environment is filled in; a run is refused above that size`,
+});
+
 /** Validates a parsed run file (YAML or JSON) against DESIGN 4a, collecting every problem. */
 export function validateRunFile(raw: unknown): RunFileResult {
   const c = new Collector();
@@ -306,6 +424,9 @@ export function validateRunFile(raw: unknown): RunFileResult {
     c.add('(file)', `expected a map with name and steps, got ${show(raw)}`);
     return { ok: false, problems: c.problems };
   }
+  // Measured before anything else is looked at: validating walks every copy an alias made.
+  const dataBytes = expandedBytes(raw, MAX_EXPANDED_BYTES);
+  if (dataBytes > MAX_EXPANDED_BYTES) return { ok: false, problems: [expandedProblem()] };
   c.unknownKeys(raw, RUN_KEYS, '');
   const name = raw.name === undefined ? (c.add('name', 'required'), undefined) : c.string(raw.name, 'name');
   const project = raw.project === undefined ? 'default' : c.string(raw.project, 'project', { pattern: PROJECT_NAME, what: 'a project name (letters, digits, . _ -)' });
@@ -318,9 +439,12 @@ export function validateRunFile(raw: unknown): RunFileResult {
   const maxParallelSteps = raw.max_parallel_steps === undefined ? 1 : c.integer(raw.max_parallel_steps, 'max_parallel_steps', 1, 1000);
   const priority = raw.priority === undefined ? 0 : c.integer(raw.priority, 'priority', 0, 199);
   const env = raw.env === undefined || raw.env === null ? {} : c.env(raw.env, 'env');
+  const runEnvBytes = envBytes(env);
+  if (runEnvBytes > MAX_ENV_BYTES) c.add('env', `${runEnvBytes} bytes of names and values, larger than ${sizeLimit(MAX_ENV_BYTES)}; a run's env is refused above that size`);
   const placement = raw.placement === undefined || raw.placement === null ? null : c.placement(raw.placement, 'placement');
 
   const steps: StepDefinition[] = [];
+  let storedBytes = dataBytes;
   if (raw.steps === undefined) c.add('steps', 'required');
   else if (!isMap(raw.steps)) c.add('steps', `expected a map of step names to steps, got ${show(raw.steps)}`);
   else if (Object.keys(raw.steps).length === 0) c.add('steps', 'expected at least one step');
@@ -336,6 +460,7 @@ export function validateRunFile(raw: unknown): RunFileResult {
       }
       c.unknownKeys(body, STEP_KEYS, at);
       const run = body.run === undefined ? (c.add(join(at, 'run'), 'required'), undefined) : c.string(body.run, join(at, 'run'), { what: 'a shell command', max: MAX_TEXT });
+      if (run !== undefined && bytes(run) > MAX_COMMAND_BYTES) c.add(join(at, 'run'), `${bytes(run)} bytes, larger than ${sizeLimit(MAX_COMMAND_BYTES)}; a step's command is refused above that size`);
       let needs: string[] = [];
       if (body.needs !== undefined && body.needs !== null) {
         const list = c.stringList(body.needs, join(at, 'needs'), { what: 'step names', item: 'a step name' });
@@ -347,6 +472,11 @@ export function validateRunFile(raw: unknown): RunFileResult {
         }
       }
       const stepEnv = body.env === undefined || body.env === null ? {} : c.env(body.env, join(at, 'env'));
+      // What the step row keeps: the run's env overlaid by the step's, without building it.
+      const overridden = Object.keys(stepEnv).reduce((n, k) => n + (Object.hasOwn(env, k) ? bytes(k) + bytes(env[k]) : 0), 0);
+      const effectiveEnvBytes = runEnvBytes - overridden + envBytes(stepEnv);
+      if (effectiveEnvBytes > MAX_ENV_BYTES) c.add(join(at, 'env'), `the step's environment (the run's env overlaid by the step's) is ${effectiveEnvBytes} bytes of names and values, larger than ${sizeLimit(MAX_ENV_BYTES)}; refused above that size`);
+      storedBytes += bytes(run ?? '') + effectiveEnvBytes;
       let timeoutMs: number | null = null;
       if (body.timeout !== undefined && body.timeout !== null) {
         const ms = typeof body.timeout === 'string' ? parseDuration(body.timeout) : undefined;
@@ -366,6 +496,7 @@ export function validateRunFile(raw: unknown): RunFileResult {
     }
     for (const cycle of findCycles(steps)) c.add('steps', `cycle ${cycle.join(' -> ')}`);
   }
+  if (storedBytes > MAX_EXPANDED_BYTES) c.add(expandedProblem().path, expandedProblem().message);
 
   if (c.problems.length) return { ok: false, problems: c.problems };
   return {

@@ -35,3 +35,22 @@ export function scopeAllows(held: Scope, needed: Scope): boolean {
   if (held === 'admin' || held === needed) return true;
   return needed === 'read';
 }
+
+/**
+ * Why a registration token may not register a runner into `group`, or undefined when it may. A
+ * token that names groups registers only into those (a runner with no group included); one that
+ * names none joins any group that is not exclusive, or no group. An exclusive group is a trust
+ * boundary (its steps and their env go only to its runners), so joining it takes a token issued
+ * for it.
+ */
+export function registrationRefusal(p: { token: string; tokenGroups: readonly string[]; group: string | null; exclusive: boolean }): string | undefined {
+  const named = p.tokenGroups.length > 0;
+  if (named && (p.group === null || !p.tokenGroups.includes(p.group))) {
+    const where = p.group === null ? 'a runner without a group' : `group ${p.group}`;
+    return `registration token ${p.token} may register runners only into ${p.tokenGroups.join(', ')}, not ${where}`;
+  }
+  if (!named && p.group !== null && p.exclusive) {
+    return `group ${p.group} is exclusive: registration token ${p.token} names no groups; register with a token created with --group ${p.group}`;
+  }
+  return undefined;
+}

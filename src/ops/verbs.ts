@@ -193,7 +193,7 @@ export const VERBS: Record<Verb, VerbSpec> = {
     method: 'POST',
     path: '/api/tokens',
     scope: 'admin',
-    fields: { kind: { type: 'string', enum: ['admin', 'registration'] }, name: text(), scope: { type: 'string', enum: ['read', 'runs', 'levers', 'admin'] }, expires: text(32) },
+    fields: { kind: { type: 'string', enum: ['admin', 'registration'] }, name: text(), scope: { type: 'string', enum: ['read', 'runs', 'levers', 'admin'] }, groups: texts, expires: text(32) },
     required: ['kind', 'name'],
   },
   tokensList: { method: 'GET', path: '/api/tokens', scope: 'admin', fields: {} },

@@ -1,7 +1,8 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { LineCounter, parseDocument, parse as parseYaml } from 'yaml';
 import { Invalid } from '../errors.js';
-import { applyOverrides, validateRunFile, type RunDefinition, type RunFileProblem } from '../core/runfile.js';
+import { applyOverrides, RUN_FILE_MAX_BYTES, runFileParse, runFileValueParse, validateRunFile, type RunDefinition, type RunFileProblem } from '../core/runfile.js';
+
+export { RUN_FILE_MAX_BYTES } from '../core/runfile.js';
 
 /** A run file refused whole: every problem, each at its path. */
 export class RunFileInvalid extends Invalid {
@@ -16,10 +17,6 @@ export interface LoadedRunFile {
   /** The file as submitted, after overrides: what `runs.definition` keeps. */
   source: Record<string, unknown>;
 }
-
-/** The largest run file read: a bigger one is refused by its size before it is read. */
-export const RUN_FILE_MAX_BYTES = 1024 * 1024;
-const MAX_SYNTAX_PROBLEMS = 10;
 
 /**
  * A run file's text from a path, or from stdin for `-`, refused (Invalid) when it is larger
@@ -66,19 +63,9 @@ export function runFileRead(file: string, maxBytes = RUN_FILE_MAX_BYTES): string
  * validates it. Throws RunFileInvalid with every problem; returns nothing half-checked.
  */
 export function runFileLoad(text: string, sets: string[] = []): LoadedRunFile {
-  // Duplicate keys and syntax errors come back as document errors rather than a throw.
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines });
-  if (doc.errors.length) {
-    const shown = doc.errors.slice(0, MAX_SYNTAX_PROBLEMS).map((e) => {
-      const pos = lines.linePos(e.pos[0]);
-      return { path: `(file) line ${pos.line} column ${pos.col}`, message: e.message.split('\n')[0] };
-    });
-    if (doc.errors.length > MAX_SYNTAX_PROBLEMS) shown.push({ path: '(file)', message: `and ${doc.errors.length - MAX_SYNTAX_PROBLEMS} more syntax problems` });
-    throw new RunFileInvalid(shown);
-  }
-  const parsed = doc.toJS({ maxAliasCount: 100 }) as unknown;
-  const { raw, problems: setProblems } = applyOverrides(parsed, sets, (t) => parseYaml(t));
+  const parsed = runFileParse(text);
+  if (!parsed.ok) throw new RunFileInvalid(parsed.problems);
+  const { raw, problems: setProblems } = applyOverrides(parsed.raw, sets, runFileValueParse);
   const result = validateRunFile(raw);
   const problems = [...setProblems, ...(result.ok ? [] : result.problems)];
   if (!result.ok || problems.length) throw new RunFileInvalid(problems);

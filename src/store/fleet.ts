@@ -29,6 +29,8 @@ export interface FleetRunnerRow extends VerdictRunner {
   leases: number;
   /** The run-scoped run it is executing now (the lowest id if several), or null. */
   scopedRunId: number | null;
+  /** The registration token it registered with (whose groups it could join), or null. */
+  registrationTokenId: string | null;
 }
 
 /** A row of PARKED_COLUMNS (or more). */
@@ -59,11 +61,12 @@ const mapRunner = (r: any): FleetRunnerRow => ({
   maxParallelSteps: r.max_parallel_steps,
   lastSeenAt: r.last_seen_at,
   leases: Number(r.leases),
+  registrationTokenId: r.registration_token_id ?? null,
 });
 
 /** Everything the fleet views read of a runner (mapRunner). */
 const FLEET_COLUMNS = `r.id, r.name, r.group_name, r.labels, r.executors, r.max_load, r.max_parallel_steps, r.site, r.state,
-            r.last_seen_at, r.drained, r.drain_reason,
+            r.last_seen_at, r.drained, r.drain_reason, r.registration_token_id,
             coalesce(g.attributes, '{}'::jsonb) AS attributes, coalesce(g.exclusive, false) AS exclusive,
             coalesce(g.drained, false) AS group_drained, g.drain_reason AS group_drain_reason,
             coalesce(l.load, 0) AS running_load, coalesce(l.n, 0) AS leases, l.scoped_run`;

@@ -1,3 +1,4 @@
+import { registrationRefusal } from '../core/tokens.js';
 import { withTransaction, type Pool, type PoolClient } from './pool.js';
 import { prepared } from './prepared.js';
 
@@ -60,15 +61,34 @@ export class RunnerNameTakenError extends Error {
   }
 }
 
+/** The registration token may not register a runner into the group it asked for; nothing was written. */
+export class RegistrationGroupRefusedError extends Error {
+  constructor(message: string, readonly group: string | null) {
+    super(message);
+    this.name = 'RegistrationGroupRefusedError';
+  }
+}
+
+/** The token a registration presents: its id and the groups it names (none: only groups that are not exclusive). */
+export interface RegistrationScope {
+  tokenId: string;
+  groups: readonly string[];
+}
+
 /**
  * Registers a runner under a name no live runner holds: while a runner of that name is online or
  * on the watch list the registration is refused (RunnerNameTakenError), so nobody can pose as
  * another runner in the registry, the audit or a drain by name. An offline holder (a machine
  * rebuilt without its identity file) is retired (deleted_at) and the name passes on. Serialised
- * per name by a transaction-scoped advisory lock.
+ * per name by a transaction-scoped advisory lock. The group must be one the token may join
+ * (registrationRefusal), else RegistrationGroupRefusedError before anything is written; the
+ * group's row is read FOR SHARE, so making it exclusive waits for this registration to commit.
  */
-export async function runnerRegisterExclusive(pool: Pool, r: RunnerRegistration): Promise<{ runner: RunnerRow; retired: string[] }> {
+export async function runnerRegisterExclusive(pool: Pool, r: RunnerRegistration, scope: RegistrationScope): Promise<{ runner: RunnerRow; retired: string[] }> {
   return withTransaction(pool, async (client) => {
+    const group = r.group === null ? undefined : (await client.query(`SELECT exclusive FROM runner_groups WHERE name = $1 FOR SHARE`, [r.group])).rows[0];
+    const refusal = registrationRefusal({ token: scope.tokenId, tokenGroups: scope.groups, group: r.group, exclusive: group?.exclusive === true });
+    if (refusal) throw new RegistrationGroupRefusedError(refusal, r.group);
     await client.query(`SELECT pg_advisory_xact_lock(hashtext('opschain.runner-name:' || $1))`, [r.name]);
     const { rows } = await client.query(`SELECT id, state FROM runners WHERE name = $1 AND deleted_at IS NULL ORDER BY registered_at`, [r.name]);
     const live = rows.find((x) => x.state !== 'offline');

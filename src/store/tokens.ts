@@ -10,6 +10,11 @@ export interface TokenRow {
   name: string;
   /** What an API (`admin`-kind) token may do; null for registration tokens. */
   scope: Scope | null;
+  /**
+   * The runner groups a registration token may register into, sorted; empty when it names none
+   * (then only groups that are not exclusive), and for API tokens.
+   */
+  groups: string[];
   createdBy: string | null;
   createdAt: Date;
   lastUsedAt: Date | null;
@@ -21,6 +26,7 @@ const mapToken = (r: any): TokenRow => ({
   kind: r.kind,
   name: r.name,
   scope: r.scope ?? null,
+  groups: r.groups ?? [],
   createdBy: r.created_by ?? null,
   createdAt: r.created_at,
   lastUsedAt: r.last_used_at,
@@ -31,16 +37,17 @@ const mapToken = (r: any): TokenRow => ({
 /** Creates a token; the secret is returned once and only its hash is stored. `expiresInMs` counts from the store's now(). */
 export async function tokenCreate(
   db: Db,
-  p: { kind: 'admin' | 'registration'; name: string; scope?: Scope; createdBy?: string | null; expiresInMs?: number | null },
+  p: { kind: 'admin' | 'registration'; name: string; scope?: Scope; groups?: string[]; createdBy?: string | null; expiresInMs?: number | null },
 ): Promise<{ token: TokenRow; secret: string }> {
   const secret = newSecret(p.kind as TokenKind);
   const id = `tok_${randomBytes(6).toString('hex')}`;
   const scope = p.kind === 'admin' ? (p.scope ?? 'admin') : null;
+  const groups = p.groups?.length ? [...new Set(p.groups)].sort() : null;
   const { rows } = await db.query(
-    `INSERT INTO tokens (id, kind, name, hash, scope, created_by, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::bigint IS NULL THEN NULL ELSE now() + $7::bigint * interval '1 millisecond' END)
+    `INSERT INTO tokens (id, kind, name, hash, scope, created_by, expires_at, groups)
+     VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::bigint IS NULL THEN NULL ELSE now() + $7::bigint * interval '1 millisecond' END, $8::text[])
      RETURNING *`,
-    [id, p.kind, p.name, hashSecret(secret), scope, p.createdBy ?? null, p.expiresInMs ?? null],
+    [id, p.kind, p.name, hashSecret(secret), scope, p.createdBy ?? null, p.expiresInMs ?? null, groups],
   );
   return { token: mapToken(rows[0]), secret };
 }

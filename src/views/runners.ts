@@ -18,6 +18,8 @@ export interface RunnerView {
   leases: number;
   lastSeenAt: string;
   lastSeenAgeMs: number;
+  /** The registration token it registered with (`tokens list` shows the groups it names), or null. */
+  registrationToken: string | null;
 }
 
 export interface RunnersView {
@@ -43,6 +45,7 @@ export function buildRunners(runners: FleetRunnerRow[], now: Date): RunnersView 
     leases: r.leases,
     lastSeenAt: r.lastSeenAt.toISOString(),
     lastSeenAgeMs: Math.max(0, now.getTime() - r.lastSeenAt.getTime()),
+    registrationToken: r.registrationTokenId,
   }));
   const online = items.filter((r) => r.state !== 'offline');
   return {
@@ -73,9 +76,9 @@ export function runnerLoadCell(r: RunnerView): Cell {
   return { value: `${Math.round(r.load.used * 100) / 100}/${Math.round(r.load.max * 100) / 100}`, unit: 'text', tone: loadTone(r.load.used, r.load.max) };
 }
 
-/** name, group, load, leases, state, drained, last seen. */
-export function runnersTable(v: Pick<RunnersView, 'runners'>): CellTable {
-  return {
+/** name, group, load, leases, state, drained, last seen; with `token`, the registration token last. */
+export function runnersTable(v: Pick<RunnersView, 'runners'>, opts: { token?: boolean } = {}): CellTable {
+  const table = {
     head: ['runner', 'group', 'load', 'leases', 'state', 'drained', 'last seen'],
     rows: v.runners.map((r) => [
       text(r.name, 'accent'),
@@ -87,4 +90,6 @@ export function runnersTable(v: Pick<RunnersView, 'runners'>): CellTable {
       age(r.lastSeenAgeMs, r.state === 'offline' ? 'bad' : r.state === 'watch' ? 'warn' : 'muted'),
     ]),
   };
+  if (!opts.token) return table;
+  return { head: [...table.head, 'registered with'], rows: table.rows.map((row, i) => [...row, text(v.runners[i].registrationToken ?? '-', 'muted')]) };
 }

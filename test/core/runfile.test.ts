@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { applyOverrides, dependencyOrder, fieldKind, findCycles, validateRunFile } from '../../src/core/runfile.js';
+import { applyOverrides, dependencyOrder, fieldKind, findCycles, MAX_ALIASES, MAX_EXPANDED_BYTES, runFileParse, validateRunFile } from '../../src/core/runfile.js';
 import { RUN_FILE_MAX_BYTES, RunFileInvalid, runFileLoad, runFileRead } from '../../src/orchestrator/runfile.js';
 
 const problemsOf = (text: string, sets: string[] = []): string[] => {
@@ -219,5 +219,57 @@ steps:
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  describe('bounds on what is stored', () => {
+    it('a file over 1 MiB is refused by its size before it is parsed, whatever reads it', () => {
+      // Unparseable text: had it been parsed, the answer would be syntax problems.
+      const text = '['.repeat(RUN_FILE_MAX_BYTES + 1);
+      expect(runFileParse(text)).toEqual({ ok: false, problems: [{ path: '(file)', message: `${RUN_FILE_MAX_BYTES + 1} bytes, larger than 1 MiB (1048576 bytes); a run file is refused above that size` }] });
+      // Bytes, not characters: 600 Ki two-byte characters are 1.2 MB.
+      expect(problemsOf(`name: x\nsteps: {a: {run: "true"}}\n# ${'é'.repeat(600 * 1024)}\n`)).toEqual([expect.stringMatching(/^\(file\): \d+ bytes, larger than 1 MiB \(1048576 bytes\)/)]);
+    });
+
+    it('an alias bomb is refused naming the alias budget, as a problem and not a parser crash', () => {
+      // Nine levels, each alias of the level above ten times: a billion copies from a few hundred bytes.
+      const levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]'];
+      for (let i = 1; i < 9; i++) levels.push(`${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(10).fill(`*${String.fromCharCode(96 + i)}`).join(',')}]`);
+      const bomb = `name: x\nsteps: {s: {run: "true"}}\nenv: {}\n${levels.map((l) => `x${l}`).join('\n')}\n`;
+      expect(problemsOf(bomb)).toEqual([`(file): YAML aliases expand beyond the budget of ${MAX_ALIASES} (an alias of something holding aliases counts every copy); write the values out or share less`]);
+      // Many anchors, each used fewer times than the parser's own budget, still count together.
+      const anchors = Array.from({ length: 11 }, (_, i) => `  a${i}: &v${i} {run: "true"}\n${Array.from({ length: 10 }, (_, j) => `  b${i}_${j}: *v${i}`).join('\n')}`).join('\n');
+      expect(problemsOf(`name: x\nsteps:\n${anchors}\n`)).toEqual([`(file): more than ${MAX_ALIASES} YAML aliases (*name); a run file may use at most ${MAX_ALIASES}`]);
+      // Sharing within the budget is fine.
+      const shared = runFileLoad(`name: x\nenv: &e {A: "1"}\nsteps:\n${Array.from({ length: 50 }, (_, i) => `  s${i}: {run: "true", env: *e}`).join('\n')}\n`);
+      expect(shared.definition.steps).toHaveLength(50);
+    });
+
+    it('aliases within the budget cannot make a run larger than the expanded bound', () => {
+      const value = 'v'.repeat(60 * 1024);
+      const steps = Array.from({ length: 90 }, (_, i) => `  s${i}: {run: "true", env: {X: *big}}`).join('\n');
+      const text = `name: x\nproject: &big ${value}\nsteps:\n${steps}\n`;
+      expect(Buffer.byteLength(text)).toBeLessThan(80 * 1024);
+      expect(problemsOf(text)).toEqual([`(file): the run expands to more than 4 MiB (${MAX_EXPANDED_BYTES} bytes) once YAML aliases are resolved and each step's environment is filled in; a run is refused above that size`]);
+    });
+
+    it("the run's env copied into every step row counts against the expanded bound, with no alias at all", () => {
+      const text = `name: x\nenv: {A: ${'v'.repeat(60 * 1024)}, B: ${'v'.repeat(60 * 1024)}}\nsteps:\n${Array.from({ length: 40 }, (_, i) => `  s${i}: {run: "true"}`).join('\n')}\n`;
+      expect(Buffer.byteLength(text)).toBeLessThan(RUN_FILE_MAX_BYTES);
+      expect(problemsOf(text)).toEqual([expect.stringMatching(/^\(file\): the run expands to more than 4 MiB/)]);
+      expect(runFileLoad(text.replace(/ {2}s([1-9]\d?): \{run: "true"\}\n/g, '')).definition.steps).toHaveLength(1);
+    });
+
+    it("a step's command and its environment are bounded in bytes, naming the field and the limit", () => {
+      // 40,000 characters (under the character limit) but 80,000 bytes.
+      expect(problemsOf(`name: x\nsteps: {a: {run: "${'é'.repeat(40_000)}"}}\n`)).toEqual(["steps.a.run: 80000 bytes, larger than 64 KiB (65536 bytes); a step's command is refused above that size"]);
+      const half = 'v'.repeat(64 * 1024);
+      expect(problemsOf(`name: x\nenv: {A: ${half}}\nsteps: {a: {run: "true", env: {B: ${half}}}, b: {run: "true", env: {A: short}}}\n`)).toEqual([
+        "steps.a.env: the step's environment (the run's env overlaid by the step's) is 131074 bytes of names and values, larger than 128 KiB (131072 bytes); refused above that size",
+      ]);
+      expect(problemsOf(`name: x\nenv: {A: ${half}, B: ${half}}\nsteps: {a: {run: "true"}}\n`)).toEqual([
+        "env: 131074 bytes of names and values, larger than 128 KiB (131072 bytes); a run's env is refused above that size",
+        "steps.a.env: the step's environment (the run's env overlaid by the step's) is 131074 bytes of names and values, larger than 128 KiB (131072 bytes); refused above that size",
+      ]);
+    });
   });
 });

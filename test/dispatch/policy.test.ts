@@ -41,7 +41,9 @@ describe('dispatch policy through the runner protocol', () => {
 
   it("an exclusive group's runner never takes untargeted work", async () => {
     await groupSet(db.current.pool, { name: 'vault', exclusive: true });
-    const excl = await register('vault-1', { group: 'vault' });
+    // Joining an exclusive group takes a registration token issued for it.
+    const vaultReg = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'vault', groups: ['vault'] })).secret;
+    const excl = await new TestRunner(server.url).register(vaultReg, { name: 'vault-1', max_load: 4, group: 'vault' });
     const plain = await register('plain-1', { labels: ['x-excl'] });
     const untargeted = await submit('name: u\nsteps:\n  s: { run: "true", placement: { labels: [x-excl] } }\n');
     const targeted = await submit('name: t\nplacement: { group: vault }\nsteps:\n  s: { run: "true" }\n');
