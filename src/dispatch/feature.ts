@@ -58,31 +58,41 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
   };
   ctx.dispatch = deps;
   let wait = POLL_IDLE_MS;
-  const unblock = new UnblockCadence();
   const loop = startLoop({
     name: 'dispatch',
     clock: ctx.clock,
     log: deps.log,
     errorDelayMs: 1_000,
     once: async () => {
-      if (unblock.dueIn(ctx.clock.now()) === 0) {
-        unblock.ran(ctx.clock.now());
-        try {
-          // Entries that came back wake every dispatcher (their statement notifies), this one included.
-          await unblockOnce(deps.pool, { shards: deps.ownedShards(), acceptExceeding: deps.acceptExceeding });
-        } catch (err) {
-          deps.log.warn({ err: (err as Error).message }, 'dispatch: checking blocked entries failed; trying again');
-        }
-      }
       const r = await dispatchPass(deps, seen);
       wait = nextPollMs(r, wait);
-      return Math.min(wait, unblock.dueIn(ctx.clock.now()));
+      return wait;
     },
   });
+  // Blocked entries are checked beside the ticks, never ahead of one: a check reads the fleet,
+  // and a tick waiting behind it would add that to every offer's latency.
+  const unblock = new UnblockCadence();
+  const unblockLoop = startLoop({
+    name: 'unblock',
+    clock: ctx.clock,
+    log: deps.log,
+    once: async () => {
+      const due = unblock.dueIn(ctx.clock.now());
+      if (due > 0) return due;
+      unblock.ran(ctx.clock.now());
+      // Entries that come back wake every dispatcher (the statement notifies), this one included.
+      await unblockOnce(deps.pool, { shards: deps.ownedShards(), acceptExceeding: deps.acceptExceeding });
+      return unblock.dueIn(ctx.clock.now());
+    },
+  });
+  ctx.loops.push(unblockLoop);
   kickLoop = () => loop.kick();
   ctx.loops.push(loop);
   ctx.events.on('queue:enqueued', queueChanged);
-  ctx.events.on('lease:completed', () => unblock.nudge());
+  ctx.events.on('lease:completed', () => {
+    unblock.nudge();
+    unblockLoop.kick();
+  });
   // A quiesced replica answers its parked polls empty at once, so its runners fail over.
   ctx.events.on('membership:changed', (p: { member: boolean }) => {
     if (!p.member) registry.drainAll();
