@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
-import { WEBHOOK_HEADERS, WEBHOOK_MAX_BYTES, webhookVerify } from '../core/triggers.js';
+import { payloadRefusal, WEBHOOK_HEADERS, WEBHOOK_MAX_BYTES, webhookVerify } from '../core/triggers.js';
 import type { Feature } from '../server.js';
 import { isStoreUnavailable, storeCause } from '../store/pool.js';
 import { deliveryInsert, webhookForVerify } from '../store/triggers.js';
@@ -48,6 +48,8 @@ export function webhookApi(): Feature {
         if (given !== undefined && !DELIVERY_ID.test(given)) return refuse(reply, 400, 'invalid_input', `${WEBHOOK_HEADERS.delivery}: 1–200 of A-Z a-z 0-9 . _ : -`);
         const payload = body.toString('utf8');
         if (payload.includes('\u0000') || !Buffer.from(payload, 'utf8').equals(body)) return refuse(reply, 400, 'invalid_input', 'payload: expected UTF-8 text without NUL bytes');
+        const refused = payloadRefusal(payload, hook.maps);
+        if (refused) return refuse(reply, 400, 'invalid_input', refused);
         const deliveryKey = given ?? `sig-${createHash('sha256').update(signature!).digest('hex').slice(0, 32)}`;
         const recorded = await deliveryInsert(ctx.pool, { webhookId: hook.id, deliveryKey, signature: signature!.trim(), payload });
         if (!recorded) return refuse(reply, 409, 'replayed', `delivery ${deliveryKey} was already received`);

@@ -496,8 +496,10 @@ export async function launchDeferred(client: PoolClient, p: { id: number; reason
   await client.query(`UPDATE trigger_ticks SET deferred_reason = $2, deferred_at = coalesce(deferred_at, coalesce($3::timestamptz, now())) WHERE id = $1`, [p.id, p.reason, p.now ?? null]);
 }
 
-export async function launchSettled(client: PoolClient, p: { id: number; outcome: 'skipped_overlap' | 'failed'; detail: string }): Promise<void> {
-  await client.query(`UPDATE trigger_ticks SET outcome = $2, detail = $3 WHERE id = $1`, [p.id, p.outcome, p.detail]);
+/** Settles a launch that will not fire, if it is still pending; says whether it was. */
+export async function launchSettled(db: Db, p: { id: number; outcome: 'skipped_overlap' | 'failed'; detail: string }): Promise<boolean> {
+  const { rowCount } = await db.query(`UPDATE trigger_ticks SET outcome = $2, detail = $3 WHERE id = $1 AND outcome = 'pending'`, [p.id, p.outcome, p.detail]);
+  return (rowCount ?? 0) > 0;
 }
 
 // ─── catch-up after a halt ────────────────────────────────────────────────────
