@@ -151,7 +151,9 @@ const due = (d: Date | null, now: Date) => d !== null && d.getTime() <= now.getT
  * source claims at most `batch` rows with a compare-and-set, so two loops never fire one row
  * twice; claimed rows become ledger ticks, and a pending tick is a launch: the launch stage locks
  * it, applies the trigger's overlap policy and the template's caps (deferred launches are held in
- * memory), creates the run and marks the tick fired, all in one transaction.
+ * memory), creates the run and marks the tick fired, all in one transaction. A row that fails for
+ * its own data (a value the store refuses, a definition that cannot be read) becomes a failed tick
+ * with the reason and the pass goes on with the others; only a failure of the store fails the pass.
  *
  * `now` is for tests (a fixed time for every comparison, in SQL too); production passes nothing
  * and the database's clock decides. The returned sleepMs is 0 when the pass did work or a source
@@ -245,6 +247,7 @@ async function eachRow<R, T>(client: PoolClient, rows: R[], write: (row: R) => P
   };
   const ok: Array<{ row: R; value: T }> = [];
   const faults: Array<{ row: R; reason: string }> = [];
+  if (rows.length === 0) return { ok, faults };
   const whole = await guarded(async () => {
     const out: Array<{ row: R; value: T }> = [];
     for (const row of rows) out.push({ row, value: await write(row) });
@@ -421,18 +424,18 @@ async function launchOne(deps: LaunchDeps, id: number, now: Date | undefined): P
   try {
     return await withTransaction(deps.pool, async (client): Promise<LaunchResult> => {
       const tick = await launchLock(client, id);
-      if (!tick) return { kind: 'gone' as const };
+      if (!tick) return { kind: 'gone' };
       const template = await templateLatest(client, tick.template);
       if (!template) {
         await launchSettled(client, { id: tick.id, outcome: 'failed', detail: `template ${tick.template} no longer exists` });
-        return { kind: 'failed' as const, reason: `template ${tick.template} no longer exists` };
+        return { kind: 'failed', reason: `template ${tick.template} no longer exists` };
       }
       await templateLock(client, template.name);
       const load = await templateLoad(client, { template: template.name, triggerId: tick.triggerId, tickId: tick.id, now });
       const busy = load.triggerRunning.length > 0 ? `run ${load.triggerRunning[0]} of this trigger is still running` : load.olderPending !== null ? `launch ${load.olderPending} of this trigger is still waiting` : undefined;
       if (busy && tick.overlap === 'skip') {
         await launchSettled(client, { id: tick.id, outcome: 'skipped_overlap', detail: `overlap skip: ${busy}` });
-        return { kind: 'skipped' as const };
+        return { kind: 'skipped' };
       }
       let wait: string | undefined;
       if (busy && tick.overlap === 'queue') wait = `overlap queue: ${busy}`;
@@ -440,7 +443,7 @@ async function launchOne(deps: LaunchDeps, id: number, now: Date | undefined): P
       else if (template.dailyCeiling !== null && load.today >= template.dailyCeiling) wait = `daily_ceiling ${template.dailyCeiling} reached (${load.today} runs today, UTC)`;
       if (wait) {
         await launchDeferred(client, { id: tick.id, reason: wait, now });
-        return { kind: 'deferred' as const, reason: wait, template: template.name };
+        return { kind: 'deferred', reason: wait, template: template.name };
       }
       let payload: string | null = null;
       if (tick.deliveryId !== null) payload = (await deliveryPayload(client, tick.deliveryId)) ?? null;
@@ -451,12 +454,12 @@ async function launchOne(deps: LaunchDeps, id: number, now: Date | undefined): P
         if (!(err instanceof RunFileInvalid)) throw err;
         const reason = `template ${template.name} v${template.version} with this trigger's values: ${err.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`;
         await launchSettled(client, { id: tick.id, outcome: 'failed', detail: reason });
-        return { kind: 'failed' as const, reason };
+        return { kind: 'failed', reason };
       }
       const { runId } = await runSubmitIn(client, file, { actor: `trigger:${tick.triggerId}`, source: `trigger ${tick.kind} ${tick.triggerId}` });
       await runTriggerSet(client, { runId, template: template.name, version: template.version, triggerId: tick.triggerId, payload });
       await launchFired(client, { id: tick.id, runId, now });
-      return { kind: 'fired' as const, firing: { tickId: tick.id, triggerId: tick.triggerId, runId, template: template.name, version: template.version } };
+      return { kind: 'fired', firing: { tickId: tick.id, triggerId: tick.triggerId, runId, template: template.name, version: template.version } };
     });
   } catch (err) {
     if (!isRowFault(err)) throw err;
