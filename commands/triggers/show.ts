@@ -2,7 +2,7 @@ import { Args, Flags } from '@oclif/core';
 import Table from 'cli-table3';
 import { OpsCommand } from '../../src/cli/base.js';
 import { parseTriggerId, type TickView, type TriggerView } from '../../src/triggers/manage.js';
-import { TICK_HEAD, tickRows, triggerWhen } from '../../src/views/triggers.js';
+import { TICK_HEAD, tickRows, triggerWhen, webhookOwner } from '../../src/views/triggers.js';
 
 export default class TriggersShow extends OpsCommand<typeof TriggersShow> {
   static override args = { id: Args.string({ description: 'trigger id', required: true }) };
@@ -20,6 +20,7 @@ export default class TriggersShow extends OpsCommand<typeof TriggersShow> {
       if (t.kind === 'schedule') this.log(`overlap ${t.overlap}, catch-up ${t.catchUp}; next due ${t.nextDueAt}`);
       if (t.sets.length) this.log(`set: ${t.sets.join(' ')}`);
       if (t.maps.length) this.log(`map: ${t.maps.map((m) => `${m.key}=${m.path}`).join(' ')}`);
+      if (t.kind === 'webhook') this.log(`owner: ${webhookOwner(t.owner)}`);
       if (t.ticks.length === 0) this.log('no ticks yet');
       else {
         const table = new Table({ head: TICK_HEAD });

@@ -90,7 +90,7 @@ export function opsApi(): Feature {
           };
           reply.raw.once('close', onClose);
           try {
-            const opsCtx: OpsContext = { pool: ctx.pool, actor: adminActor(req), source: req.ip, acceptExceeding: ctx.config.acceptExceeding, signal: gone.signal };
+            const opsCtx: OpsContext = { pool: ctx.pool, actor: adminActor(req), source: req.ip, tokenId: req.adminToken?.id, acceptExceeding: ctx.config.acceptExceeding, signal: gone.signal };
             return await fn(opsCtx, input);
           } finally {
             reply.raw.off('close', onClose);

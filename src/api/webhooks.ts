@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
-import { WEBHOOK_HEADERS, WEBHOOK_MAX_BYTES, webhookVerify } from '../core/triggers.js';
+import { payloadRefusal, WEBHOOK_HEADERS, WEBHOOK_MAX_BYTES, webhookVerify } from '../core/triggers.js';
 import type { Feature } from '../server.js';
 import { isStatementTimeout, isStoreUnavailable, STATEMENT_TIMEOUT_MESSAGE, storeCause } from '../store/pool.js';
 import { deliveryInsert, webhookForVerify } from '../store/triggers.js';
@@ -17,8 +17,9 @@ function refuse(reply: FastifyReply, status: number, code: string, message: stri
  * (any content type, at most 1 MiB: 413 beyond), the signature `X-Opschain-Signature: sha256=<hex>`
  * over `<X-Opschain-Timestamp>.<body>` is checked in constant time, the timestamp must be within
  * 5 minutes, and a delivery id (`X-Opschain-Delivery`, or the signature itself when none is sent)
- * seen before is refused. A valid call records the delivery and answers 202 with its id at once;
- * the leader's launch loop fires it. A refused call records nothing.
+ * seen before is refused. A webhook created with an API token answers only while that token is
+ * live (401 once it is revoked or expired). A valid call records the delivery and answers 202
+ * with its id at once; the leader's launch loop fires it. A refused call records nothing.
  */
 export function webhookApi(): Feature {
   return (ctx) => {
@@ -45,10 +46,18 @@ export function webhookApi(): Feature {
         const signature = header(WEBHOOK_HEADERS.signature);
         const verdict = webhookVerify({ secret: hook.secret, timestamp: header(WEBHOOK_HEADERS.timestamp), signature, body, nowMs: ctx.clock.now() });
         if (!verdict.ok) return refuse(reply, 401, 'unauthorized', verdict.reason);
+        // The secret was minted by a token: it is worth no more than that token is now.
+        if (hook.owner && hook.owner.state !== 'live') {
+          const what = hook.owner.state === 'unknown' ? 'no longer exists' : `was ${hook.owner.state === 'revoked' ? 'revoked' : 'expired'}`;
+          const message = `webhook ${hook.id}: the token that created it (${hook.owner.tokenId}) ${what}; an admin can issue a new secret with 'opschain triggers webhook rotate ${hook.id}'`;
+          return refuse(reply, 401, `owner_token_${hook.owner.state}`, message);
+        }
         const given = header(WEBHOOK_HEADERS.delivery);
         if (given !== undefined && !DELIVERY_ID.test(given)) return refuse(reply, 400, 'invalid_input', `${WEBHOOK_HEADERS.delivery}: 1–200 of A-Z a-z 0-9 . _ : -`);
         const payload = body.toString('utf8');
         if (payload.includes('\u0000') || !Buffer.from(payload, 'utf8').equals(body)) return refuse(reply, 400, 'invalid_input', 'payload: expected UTF-8 text without NUL bytes');
+        const refused = payloadRefusal(payload, hook.maps);
+        if (refused) return refuse(reply, 400, 'invalid_input', refused);
         const deliveryKey = given ?? `sig-${createHash('sha256').update(signature!).digest('hex').slice(0, 32)}`;
         const recorded = await deliveryInsert(ctx.pool, { webhookId: hook.id, deliveryKey, signature: signature!.trim(), payload });
         if (!recorded) return refuse(reply, 409, 'replayed', `delivery ${deliveryKey} was already received`);

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { unsafeTextReason } from './bounds.js';
 import { parseDuration } from './duration.js';
 
 export const OVERLAP_POLICIES = ['skip', 'queue', 'allow'] as const;
@@ -60,10 +61,32 @@ export function payloadMapParse(text: string): { ok: true; map: PayloadMap } | {
   return { ok: true, map: { key, path } };
 }
 
+/** Each map with the value it finds in a parsed payload (undefined when there is none), as `--set` text. */
+function payloadValues(doc: unknown, maps: PayloadMap[]): Array<{ map: PayloadMap; value: string | undefined }> {
+  return maps.map((m) => {
+    let node: unknown = doc;
+    for (const step of payloadPathSteps(m.path) ?? []) {
+      node = node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[step] : undefined;
+    }
+    if (node === undefined || node === null) return { map: m, value: undefined };
+    return { map: m, value: typeof node === 'string' ? node : JSON.stringify(node) };
+  });
+}
+
+/**
+ * A mapped value the store cannot hold, named by the payload field and its map. A JSON escape
+ * (`"a\u0000b"`) passes a check of the raw body, so the value itself is checked by the text
+ * rules every other input meets (core/bounds.ts).
+ */
+function mappedValueProblem(map: PayloadMap, value: string): string | undefined {
+  const why = unsafeTextReason(value);
+  return why === undefined ? undefined : `payload ${map.path} (--map ${map.key}=${map.path}): ${why}`;
+}
+
 /**
  * The `--set` overrides a delivery's payload yields through the webhook's maps. A value that is
- * missing (or a payload that is not JSON) is a problem named by its map; strings go in as they are,
- * other values as JSON text.
+ * missing (or a payload that is not JSON), or one the store cannot hold, is a problem named by its
+ * map; strings go in as they are, other values as JSON text.
  */
 export function payloadSets(payload: string, maps: PayloadMap[]): { sets: string[]; problems: string[] } {
   if (maps.length === 0) return { sets: [], problems: [] };
@@ -75,15 +98,32 @@ export function payloadSets(payload: string, maps: PayloadMap[]): { sets: string
   }
   const sets: string[] = [];
   const problems: string[] = [];
-  for (const m of maps) {
-    let node: unknown = doc;
-    for (const step of payloadPathSteps(m.path) ?? []) {
-      node = node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[step] : undefined;
-    }
-    if (node === undefined || node === null) problems.push(`--map ${m.key}=${m.path}: no value at ${m.path} in the payload`);
-    else sets.push(`${m.key}=${typeof node === 'string' ? node : JSON.stringify(node)}`);
+  for (const { map: m, value } of payloadValues(doc, maps)) {
+    const refused = value === undefined ? undefined : mappedValueProblem(m, value);
+    if (value === undefined) problems.push(`--map ${m.key}=${m.path}: no value at ${m.path} in the payload`);
+    else if (refused) problems.push(refused);
+    else sets.push(`${m.key}=${value}`);
   }
   return { sets, problems };
+}
+
+/**
+ * Why a webhook call must be refused before it is recorded: a mapped value breaks the text rules.
+ * A missing value or a payload that is not JSON is not refused here (the tick records it as failed).
+ */
+export function payloadRefusal(payload: string, maps: PayloadMap[]): string | undefined {
+  if (maps.length === 0) return undefined;
+  let doc: unknown;
+  try {
+    doc = JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+  for (const { map, value } of payloadValues(doc, maps)) {
+    const refused = value === undefined ? undefined : mappedValueProblem(map, value);
+    if (refused) return refused;
+  }
+  return undefined;
 }
 
 /** Header names of a signed webhook call (docs/triggers.md). */

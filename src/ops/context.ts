@@ -7,6 +7,8 @@ export interface OpsContext {
   actor: string;
   /** Where the call came from: `cli`, or the client address over HTTP. */
   source: string;
+  /** The id of the API token an HTTP call presented; absent from a shell with the store's URL. */
+  tokenId?: string;
   /** The server's dispatch.accept_exceeding, for verdicts (the CLI's own flag or env otherwise). */
   acceptExceeding?: boolean;
   /** Aborts a long poll when the caller goes away. */

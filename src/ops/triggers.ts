@@ -11,6 +11,7 @@ import {
   triggerShow,
   triggersList as triggerViews,
   webhookAdd,
+  webhookRotateSecret,
   type TemplateDetail,
   type TemplateView,
   type TickView,
@@ -50,7 +51,12 @@ export async function triggersOnceAdd(ctx: OpsContext, p: { template: string; at
 
 /** The answer carries the signing secret: the only time anything shows it. */
 export async function triggersWebhookAdd(ctx: OpsContext, p: { template: string; set?: string[]; map?: string[] }): Promise<WebhookCreated> {
-  return webhookAdd(ctx.pool, { template: p.template, sets: p.set, maps: p.map, ...who(ctx) });
+  return webhookAdd(ctx.pool, { template: p.template, sets: p.set, maps: p.map, ownerTokenId: ctx.tokenId ?? null, ...who(ctx) });
+}
+
+/** `triggers webhook rotate ID`: a new secret owned by the caller; the answer carries it, once. */
+export async function triggersWebhookRotate(ctx: OpsContext, p: { id: number }): Promise<WebhookCreated> {
+  return webhookRotateSecret(ctx.pool, { id: p.id, ownerTokenId: ctx.tokenId ?? null, ...who(ctx) });
 }
 
 export async function triggersList(ctx: OpsContext): Promise<{ triggers: TriggerView[] }> {

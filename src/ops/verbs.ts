@@ -22,6 +22,7 @@ import {
   triggersScheduleAdd,
   triggersShow,
   triggersWebhookAdd,
+  triggersWebhookRotate,
 } from './triggers.js';
 
 /**
@@ -72,6 +73,7 @@ export const DOMAIN = {
   triggersScheduleAdd,
   triggersOnceAdd,
   triggersWebhookAdd,
+  triggersWebhookRotate,
   triggersList,
   triggersShow,
   triggersEnable,
@@ -224,6 +226,7 @@ export const VERBS: Record<Verb, VerbSpec> = {
     fields: { template: text(100), set: { type: 'array', items: text(10_000), maxItems: 256 }, map: { type: 'array', items: text(1_000), maxItems: 64 } },
     required: ['template'],
   },
+  triggersWebhookRotate: { method: 'POST', path: '/api/triggers/webhooks/:id/rotate', scope: 'admin', fields: { id }, required: ['id'] },
   triggersList: { method: 'GET', path: '/api/triggers', scope: 'read', fields: {} },
   triggersShow: { method: 'GET', path: '/api/triggers/:id', scope: 'read', fields: { id, limit: { type: 'integer', minimum: 1, maximum: 10_000 } }, required: ['id'] },
   triggersEnable: { method: 'POST', path: '/api/triggers/:id/enable', scope: 'runs', fields: { id }, required: ['id'] },

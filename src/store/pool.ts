@@ -150,6 +150,23 @@ export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) =>
   }
 }
 
+/**
+ * Runs fn inside a savepoint of the client's open transaction. On error the savepoint's work is
+ * undone and the error rethrown, and the transaction can go on: one row's failure does not take
+ * the rows before it with it.
+ */
+export async function withSavepoint<T>(client: PoolClient, fn: () => Promise<T>): Promise<T> {
+  await client.query('SAVEPOINT opschain_row');
+  try {
+    const result = await fn();
+    await client.query('RELEASE SAVEPOINT opschain_row');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK TO SAVEPOINT opschain_row');
+    throw err;
+  }
+}
+
 /** Runs fn on one client outside a transaction: each of its statements commits on its own. */
 export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
@@ -194,4 +211,17 @@ export function isStoreUnavailable(err: unknown): boolean {
 export function storeCause(err: unknown): string {
   const e = err as { code?: string; message?: string };
   return (e?.message || e?.code || String(err)).split('\n')[0];
+}
+
+/**
+ * True when err is about the data of the row being written (a value the store refuses: SQLSTATE
+ * classes 22 data exception and 23 integrity constraint), or a failure of our own code on that
+ * data (an error that is not PostgreSQL's): trying again will fail again. False when the store
+ * is unreachable, slow, or busy (a serialisation failure, a deadlock, a lock timeout): those pass.
+ */
+export function isRowFault(err: unknown): boolean {
+  if (isStoreUnavailable(err)) return false;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code.startsWith('22') || code.startsWith('23');
+  return true;
 }

@@ -121,16 +121,36 @@ export interface TriggerRow {
   /** One-shots: pending or fired. */
   status: string | null;
   maps: PayloadMap[];
+  /** Webhooks created with an API token: that token, and whether it is still live. */
+  owner: WebhookOwner | null;
   createdBy: string | null;
   createdAt: Date;
 }
 
+/** The state of the token that owns a webhook, by the store's clock: only `live` lets it answer. */
+export type OwnerState = 'live' | 'revoked' | 'expired' | 'unknown';
+
+export interface WebhookOwner { tokenId: string; name: string | null; state: OwnerState }
+
+/** The owner's state of webhook row `w` joined to its token `o` (defined once, for the check and the reads). */
+const OWNER_STATE = `CASE WHEN w.owner_token_id IS NULL THEN NULL
+       WHEN o.id IS NULL THEN 'unknown'
+       WHEN o.revoked_at IS NOT NULL THEN 'revoked'
+       WHEN o.expires_at IS NOT NULL AND o.expires_at <= now() THEN 'expired'
+       ELSE 'live' END`;
+
+const ownerOf = (r: { owner_token_id: string | null; owner_name: string | null; owner_state: OwnerState | null }): WebhookOwner | null =>
+  r.owner_token_id === null ? null : { tokenId: r.owner_token_id, name: r.owner_name, state: r.owner_state ?? 'unknown' };
+
 const TRIGGER_SELECT = `
-  SELECT id, 'schedule' AS kind, template, enabled, sets, next_due_at, cron, tz, overlap, catch_up, NULL AS status, '[]'::jsonb AS maps, created_by, created_at FROM schedules
+  SELECT id, 'schedule' AS kind, template, enabled, sets, next_due_at, cron, tz, overlap, catch_up, NULL AS status, '[]'::jsonb AS maps,
+         NULL AS owner_token_id, NULL AS owner_name, NULL AS owner_state, created_by, created_at FROM schedules
   UNION ALL
-  SELECT id, 'once', template, enabled, sets, CASE WHEN status = 'pending' THEN fire_at END, NULL, NULL, 'allow', NULL, status, '[]'::jsonb, created_by, created_at FROM one_shots
+  SELECT id, 'once', template, enabled, sets, CASE WHEN status = 'pending' THEN fire_at END, NULL, NULL, 'allow', NULL, status, '[]'::jsonb,
+         NULL, NULL, NULL, created_by, created_at FROM one_shots
   UNION ALL
-  SELECT id, 'webhook', template, enabled, sets, NULL, NULL, NULL, 'allow', NULL, NULL, maps, created_by, created_at FROM webhooks`;
+  SELECT w.id, 'webhook', w.template, w.enabled, w.sets, NULL, NULL, NULL, 'allow', NULL, NULL, w.maps,
+         w.owner_token_id, o.name, ${OWNER_STATE}, w.created_by, w.created_at FROM webhooks w LEFT JOIN tokens o ON o.id = w.owner_token_id`;
 
 const mapTrigger = (r: any): TriggerRow => ({
   id: Number(r.id),
@@ -145,6 +165,7 @@ const mapTrigger = (r: any): TriggerRow => ({
   catchUp: r.catch_up,
   status: r.status,
   maps: r.maps ?? [],
+  owner: ownerOf(r),
   createdBy: r.created_by,
   createdAt: r.created_at,
 });
@@ -177,15 +198,22 @@ export async function oneShotInsert(client: PoolClient, p: { template: string; f
   return Number(rows[0].id);
 }
 
-export async function webhookInsert(client: PoolClient, p: { template: string; secret: string; sets: string[]; maps: PayloadMap[]; createdBy: string | null }): Promise<number> {
-  const { rows } = await client.query(`INSERT INTO webhooks (template, secret, sets, maps, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING id`, [
+export async function webhookInsert(client: PoolClient, p: { template: string; secret: string; sets: string[]; maps: PayloadMap[]; ownerTokenId: string | null; createdBy: string | null }): Promise<number> {
+  const { rows } = await client.query(`INSERT INTO webhooks (template, secret, sets, maps, owner_token_id, created_by) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`, [
     p.template,
     p.secret,
     JSON.stringify(p.sets),
     JSON.stringify(p.maps),
+    p.ownerTokenId,
     p.createdBy,
   ]);
   return Number(rows[0].id);
+}
+
+/** Gives a webhook a new secret and a new owner; the old secret is refused from now on. Returns whether it exists. */
+export async function webhookRotate(client: PoolClient, p: { id: number; secret: string; ownerTokenId: string | null }): Promise<boolean> {
+  const { rowCount } = await client.query(`UPDATE webhooks SET secret = $2, owner_token_id = $3 WHERE id = $1`, [p.id, p.secret, p.ownerTokenId]);
+  return (rowCount ?? 0) > 0;
 }
 
 /**
@@ -210,13 +238,17 @@ export async function triggerDelete(client: PoolClient, p: { id: number; kind: T
 
 // ─── webhooks and deliveries ──────────────────────────────────────────────────
 
-export interface WebhookRow { id: number; template: string; secret: string; enabled: boolean; sets: string[]; maps: PayloadMap[] }
+export interface WebhookRow { id: number; template: string; secret: string; enabled: boolean; sets: string[]; maps: PayloadMap[]; owner: WebhookOwner | null }
 
-/** The webhook a signed call names, with its secret (for verification only; never returned to a client). */
+/** The webhook a signed call names, with its secret (for verification only; never returned to a client) and its owner's state. */
 export async function webhookForVerify(db: Db, id: number): Promise<WebhookRow | undefined> {
-  const { rows } = await db.query(`SELECT id, template, secret, enabled, sets, maps FROM webhooks WHERE id = $1`, [id]);
+  const { rows } = await db.query(
+    `SELECT w.id, w.template, w.secret, w.enabled, w.sets, w.maps, w.owner_token_id, o.name AS owner_name, ${OWNER_STATE} AS owner_state
+       FROM webhooks w LEFT JOIN tokens o ON o.id = w.owner_token_id WHERE w.id = $1`,
+    [id],
+  );
   const r = rows[0];
-  return r ? { id: Number(r.id), template: r.template, secret: r.secret, enabled: r.enabled, sets: r.sets, maps: r.maps } : undefined;
+  return r ? { id: Number(r.id), template: r.template, secret: r.secret, enabled: r.enabled, sets: r.sets, maps: r.maps, owner: ownerOf(r) } : undefined;
 }
 
 /** Records a verified delivery; undefined when its delivery id or signature was seen before (a replay). */
@@ -496,8 +528,10 @@ export async function launchDeferred(client: PoolClient, p: { id: number; reason
   await client.query(`UPDATE trigger_ticks SET deferred_reason = $2, deferred_at = coalesce(deferred_at, coalesce($3::timestamptz, now())) WHERE id = $1`, [p.id, p.reason, p.now ?? null]);
 }
 
-export async function launchSettled(client: PoolClient, p: { id: number; outcome: 'skipped_overlap' | 'failed'; detail: string }): Promise<void> {
-  await client.query(`UPDATE trigger_ticks SET outcome = $2, detail = $3 WHERE id = $1`, [p.id, p.outcome, p.detail]);
+/** Settles a launch that will not fire, if it is still pending; says whether it was. */
+export async function launchSettled(db: Db, p: { id: number; outcome: 'skipped_overlap' | 'failed'; detail: string }): Promise<boolean> {
+  const { rowCount } = await db.query(`UPDATE trigger_ticks SET outcome = $2, detail = $3 WHERE id = $1 AND outcome = 'pending'`, [p.id, p.outcome, p.detail]);
+  return (rowCount ?? 0) > 0;
 }
 
 // ─── catch-up after a halt ────────────────────────────────────────────────────

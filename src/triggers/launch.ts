@@ -1,10 +1,11 @@
 import type { EventEmitter } from 'node:events';
 import { cronNext, cronTicks } from '../core/cron.js';
+import { oneLine, storableText } from '../core/bounds.js';
 import { payloadSets } from '../core/triggers.js';
 import type { Logger } from '../logger.js';
 import { runFileLoad, RunFileInvalid } from '../orchestrator/runfile.js';
 import { runSubmitIn } from '../orchestrator/submit.js';
-import { withTransaction, type Pool } from '../store/pool.js';
+import { isRowFault, withSavepoint, withTransaction, type Pool, type PoolClient } from '../store/pool.js';
 import {
   deliveriesClaim,
   deliveriesOfDisabled,
@@ -25,7 +26,10 @@ import {
   templateLoad,
   templateLock,
   ticksInsert,
+  triggerEnabledSet,
   runTriggerSet,
+  type ClaimedDelivery,
+  type ClaimedOneShot,
   type LaunchProbe,
   type TickInsert,
 } from '../store/triggers.js';
@@ -147,7 +151,9 @@ const due = (d: Date | null, now: Date) => d !== null && d.getTime() <= now.getT
  * source claims at most `batch` rows with a compare-and-set, so two loops never fire one row
  * twice; claimed rows become ledger ticks, and a pending tick is a launch: the launch stage locks
  * it, applies the trigger's overlap policy and the template's caps (deferred launches are held in
- * memory), creates the run and marks the tick fired, all in one transaction.
+ * memory), creates the run and marks the tick fired, all in one transaction. A row that fails for
+ * its own data (a value the store refuses, a definition that cannot be read) becomes a failed tick
+ * with the reason and the pass goes on with the others; only a failure of the store fails the pass.
  *
  * `now` is for tests (a fixed time for every comparison, in SQL too); production passes nothing
  * and the database's clock decides. The returned sleepMs is 0 when the pass did work or a source
@@ -213,36 +219,92 @@ function emit(deps: LaunchDeps, report: LaunchReport): LaunchReport {
   return report;
 }
 
-async function oneShotsPass(deps: LaunchDeps, report: LaunchReport, now: Date | undefined): Promise<boolean> {
-  const n = await withTransaction(deps.pool, async (client) => {
-    const claimed = await oneShotsClaim(client, { now, limit: deps.timing.batch });
-    await ticksInsert(
-      client,
-      claimed.map((o) => ({ triggerId: o.id, kind: 'once', template: o.template, dueAt: o.fireAt, outcome: 'pending', overlap: 'allow', sets: o.sets })),
-      now,
-    );
-    return claimed.length;
+interface Failure { tickId: number; reason: string }
+type TickBase = Omit<TickInsert, 'outcome' | 'sets' | 'detail'>;
+
+/** A row's failure as one line for its tick: the error's message and SQLSTATE, storable, bounded. */
+function faultReason(err: unknown): string {
+  const e = err as { message?: unknown; code?: unknown } | null;
+  const message = typeof e?.message === 'string' && e.message ? e.message : String(err);
+  const code = typeof e?.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? ` (SQLSTATE ${e.code})` : '';
+  return storableText(oneLine(message).slice(0, 1000)) + code;
+}
+
+/**
+ * A stage's writes for each claimed row, inside the stage's transaction: all rows under one
+ * savepoint, and only when that fails for some row's own data, each row under its own, so the
+ * rows that can be recorded are and the faulty ones come back with their reasons (one bad row
+ * never holds the rest). A failure that is not a row's (the store unreachable) ends the pass.
+ */
+async function eachRow<R, T>(client: PoolClient, rows: R[], write: (row: R) => Promise<T>): Promise<{ ok: Array<{ row: R; value: T }>; faults: Array<{ row: R; reason: string }> }> {
+  const guarded = async <V>(fn: () => Promise<V>): Promise<{ value: V } | { reason: string }> => {
+    try {
+      return { value: await withSavepoint(client, fn) };
+    } catch (err) {
+      if (!isRowFault(err)) throw err;
+      return { reason: faultReason(err) };
+    }
+  };
+  const ok: Array<{ row: R; value: T }> = [];
+  const faults: Array<{ row: R; reason: string }> = [];
+  if (rows.length === 0) return { ok, faults };
+  const whole = await guarded(async () => {
+    const out: Array<{ row: R; value: T }> = [];
+    for (const row of rows) out.push({ row, value: await write(row) });
+    return out;
   });
+  if ('value' in whole) return { ok: whole.value, faults };
+  if (rows.length === 1) return { ok, faults: [{ row: rows[0], reason: whole.reason }] };
+  for (const row of rows) {
+    const one = await guarded(() => write(row));
+    if ('value' in one) ok.push({ row, value: one.value });
+    else faults.push({ row, reason: one.reason });
+  }
+  return { ok, faults };
+}
+
+/** The failed tick of a claimed row that could not be recorded as it was: no values, the reason. */
+async function faultRecorded(client: PoolClient, tick: TickBase, reason: string, now: Date | undefined): Promise<Failure> {
+  const [t] = await ticksInsert(client, [{ ...tick, outcome: 'failed', sets: [], detail: reason }], now);
+  return { tickId: t.id, reason };
+}
+
+function failuresReport(deps: LaunchDeps, report: LaunchReport, failed: Failure[]): void {
+  for (const f of failed) deps.log.warn({ tick: f.tickId, reason: f.reason }, 'trigger row failed');
+  report.failed.push(...failed);
+}
+
+async function oneShotsPass(deps: LaunchDeps, report: LaunchReport, now: Date | undefined): Promise<boolean> {
+  const { n, failed } = await withTransaction(deps.pool, async (client) => {
+    const claimed = await oneShotsClaim(client, { now, limit: deps.timing.batch });
+    const tick = (o: ClaimedOneShot): TickBase => ({ triggerId: o.id, kind: 'once', template: o.template, dueAt: o.fireAt, overlap: 'allow' });
+    const { faults } = await eachRow(client, claimed, (o) => ticksInsert(client, [{ ...tick(o), outcome: 'pending', sets: o.sets }], now));
+    const failed: Failure[] = [];
+    for (const f of faults) failed.push(await faultRecorded(client, tick(f.row), f.reason, now));
+    return { n: claimed.length, failed };
+  });
+  failuresReport(deps, report, failed);
   report.claimed.oneShots += n;
   if (n >= deps.timing.batch) report.capped = true;
   return n > 0;
 }
 
 async function deliveriesPass(deps: LaunchDeps, report: LaunchReport, at: Date, now: Date | undefined): Promise<boolean> {
-  const n = await withTransaction(deps.pool, async (client) => {
+  const { n, failed } = await withTransaction(deps.pool, async (client) => {
     const claimed = await deliveriesClaim(client, { now, limit: deps.timing.batch });
-    await ticksInsert(
-      client,
-      claimed.map((d): TickInsert => {
-        const mapped = payloadSets(d.payload, d.maps);
-        const base = { triggerId: d.webhookId, kind: 'webhook' as const, template: d.template, dueAt: d.receivedAt, overlap: 'allow' as const, deliveryId: d.id };
-        if (mapped.problems.length) return { ...base, outcome: 'failed', sets: d.sets, detail: mapped.problems.join('; ') };
-        return { ...base, outcome: 'pending', sets: [...d.sets, ...mapped.sets] };
-      }),
-      now,
-    );
-    return claimed.length;
+    const tick = (d: ClaimedDelivery): TickBase => ({ triggerId: d.webhookId, kind: 'webhook', template: d.template, dueAt: d.receivedAt, overlap: 'allow', deliveryId: d.id });
+    const { faults } = await eachRow(client, claimed, (d) => {
+      const mapped = payloadSets(d.payload, d.maps);
+      const row: TickInsert = mapped.problems.length
+        ? { ...tick(d), outcome: 'failed', sets: d.sets, detail: mapped.problems.join('; ') }
+        : { ...tick(d), outcome: 'pending', sets: [...d.sets, ...mapped.sets] };
+      return ticksInsert(client, [row], now);
+    });
+    const failed: Failure[] = [];
+    for (const f of faults) failed.push(await faultRecorded(client, tick(f.row), f.reason, now));
+    return { n: claimed.length, failed };
   });
+  failuresReport(deps, report, failed);
   report.claimed.deliveries += n;
   let held = 0;
   if (n >= deps.timing.batch) report.capped = true;
@@ -258,9 +320,9 @@ async function deliveriesPass(deps: LaunchDeps, report: LaunchReport, at: Date, 
 }
 
 async function schedulesPass(deps: LaunchDeps, report: LaunchReport, at: Date, now: Date | undefined, halted: boolean): Promise<boolean> {
-  const n = await withTransaction(deps.pool, async (client) => {
+  const { n, missed, failed } = await withTransaction(deps.pool, async (client) => {
     const dueRows = await schedulesDueLock(client, { now, limit: deps.timing.batch });
-    for (const s of dueRows) {
+    const { ok, faults } = await eachRow(client, dueRows, async (s) => {
       const { ticks, more } = cronTicks(s.cron, s.tz, s.nextDueAt, at, deps.timing.maxTicksPerSchedule);
       if (ticks.length === 0) ticks.push(s.nextDueAt);
       const base = { triggerId: s.id, kind: 'schedule' as const, template: s.template, overlap: s.overlap, sets: s.sets };
@@ -275,11 +337,28 @@ async function schedulesPass(deps: LaunchDeps, report: LaunchReport, at: Date, n
         return { ...base, dueAt: t, outcome: 'missed', missed: true, catchUp: s.catchUp === 'last' ? 'last: a later tick fired instead' : 'none: not fired', detail };
       });
       const recorded = await ticksInsert(client, rows, now);
-      report.missed += recorded.filter((r) => r.outcome === 'missed').length;
       await scheduleAdvance(client, { id: s.id, from: s.nextDueAt, to: cronNext(s.cron, s.tz, at) });
+      return recorded.filter((r) => r.outcome === 'missed').length;
+    });
+    const failed: Failure[] = [];
+    for (const { row: s, reason } of faults) {
+      // The schedule moves on to its next tick; one whose next tick cannot be computed would be
+      // due on every pass, so it is disabled, and its failed tick says so.
+      let next: Date | undefined;
+      try {
+        next = cronNext(s.cron, s.tz, at);
+      } catch {
+        next = undefined;
+      }
+      if (next) await scheduleAdvance(client, { id: s.id, from: s.nextDueAt, to: next });
+      else await triggerEnabledSet(client, { id: s.id, kind: 'schedule', enabled: false });
+      const detail = next ? reason : `${reason}; the schedule was disabled (its next tick cannot be computed)`;
+      failed.push(await faultRecorded(client, { triggerId: s.id, kind: 'schedule', template: s.template, dueAt: s.nextDueAt, overlap: s.overlap }, detail, now));
     }
-    return dueRows.length;
+    return { n: dueRows.length, missed: ok.reduce((sum, r) => sum + r.value, 0), failed };
   });
+  failuresReport(deps, report, failed);
+  report.missed += missed;
   report.claimed.schedules += n;
   if (n >= deps.timing.batch) report.capped = true;
   return n > 0;
@@ -309,45 +388,7 @@ async function launchesPass(deps: LaunchDeps, report: LaunchReport, at: Date, no
   if (pending.length >= deps.timing.batch) report.capped = true;
   let progress = false;
   for (const candidate of pending) {
-    const result = await withTransaction(deps.pool, async (client) => {
-      const tick = await launchLock(client, candidate.id);
-      if (!tick) return { kind: 'gone' as const };
-      const template = await templateLatest(client, tick.template);
-      if (!template) {
-        await launchSettled(client, { id: tick.id, outcome: 'failed', detail: `template ${tick.template} no longer exists` });
-        return { kind: 'failed' as const, reason: `template ${tick.template} no longer exists` };
-      }
-      await templateLock(client, template.name);
-      const load = await templateLoad(client, { template: template.name, triggerId: tick.triggerId, tickId: tick.id, now });
-      const busy = load.triggerRunning.length > 0 ? `run ${load.triggerRunning[0]} of this trigger is still running` : load.olderPending !== null ? `launch ${load.olderPending} of this trigger is still waiting` : undefined;
-      if (busy && tick.overlap === 'skip') {
-        await launchSettled(client, { id: tick.id, outcome: 'skipped_overlap', detail: `overlap skip: ${busy}` });
-        return { kind: 'skipped' as const };
-      }
-      let wait: string | undefined;
-      if (busy && tick.overlap === 'queue') wait = `overlap queue: ${busy}`;
-      else if (template.maxConcurrentRuns !== null && load.running >= template.maxConcurrentRuns) wait = `max_concurrent_runs ${template.maxConcurrentRuns} reached (${load.running} running)`;
-      else if (template.dailyCeiling !== null && load.today >= template.dailyCeiling) wait = `daily_ceiling ${template.dailyCeiling} reached (${load.today} runs today, UTC)`;
-      if (wait) {
-        await launchDeferred(client, { id: tick.id, reason: wait, now });
-        return { kind: 'deferred' as const, reason: wait, template: template.name };
-      }
-      let payload: string | null = null;
-      if (tick.deliveryId !== null) payload = (await deliveryPayload(client, tick.deliveryId)) ?? null;
-      let file;
-      try {
-        file = runFileLoad(template.source, tick.sets);
-      } catch (err) {
-        if (!(err instanceof RunFileInvalid)) throw err;
-        const reason = `template ${template.name} v${template.version} with this trigger's values: ${err.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`;
-        await launchSettled(client, { id: tick.id, outcome: 'failed', detail: reason });
-        return { kind: 'failed' as const, reason };
-      }
-      const { runId } = await runSubmitIn(client, file, { actor: `trigger:${tick.triggerId}`, source: `trigger ${tick.kind} ${tick.triggerId}` });
-      await runTriggerSet(client, { runId, template: template.name, version: template.version, triggerId: tick.triggerId, payload });
-      await launchFired(client, { id: tick.id, runId, now });
-      return { kind: 'fired' as const, firing: { tickId: tick.id, triggerId: tick.triggerId, runId, template: template.name, version: template.version } };
-    });
+    const result = await launchOne(deps, candidate.id, now);
     if (result.kind === 'fired') {
       report.fired.push(result.firing);
       progress = true;
@@ -365,4 +406,66 @@ async function launchesPass(deps: LaunchDeps, report: LaunchReport, at: Date, no
   }
   if (report.fired.length) deps.log.info({ fired: report.fired.map((f) => ({ trigger: f.triggerId, run: f.runId })) }, `launched ${report.fired.length} run(s) from triggers`);
   return progress;
+}
+
+type LaunchResult =
+  | { kind: 'gone' }
+  | { kind: 'skipped' }
+  | { kind: 'failed'; reason: string }
+  | { kind: 'deferred'; reason: string; template: string }
+  | { kind: 'fired'; firing: LaunchFiring };
+
+/**
+ * One launch, in its own transaction. When creating the run fails for the launch's own data (a
+ * stored definition the parser or the store refuses), the launch is marked failed with the reason
+ * in a second transaction, so it is not retried on every pass ahead of the launches behind it.
+ */
+async function launchOne(deps: LaunchDeps, id: number, now: Date | undefined): Promise<LaunchResult> {
+  try {
+    return await withTransaction(deps.pool, async (client): Promise<LaunchResult> => {
+      const tick = await launchLock(client, id);
+      if (!tick) return { kind: 'gone' };
+      const template = await templateLatest(client, tick.template);
+      if (!template) {
+        await launchSettled(client, { id: tick.id, outcome: 'failed', detail: `template ${tick.template} no longer exists` });
+        return { kind: 'failed', reason: `template ${tick.template} no longer exists` };
+      }
+      await templateLock(client, template.name);
+      const load = await templateLoad(client, { template: template.name, triggerId: tick.triggerId, tickId: tick.id, now });
+      const busy = load.triggerRunning.length > 0 ? `run ${load.triggerRunning[0]} of this trigger is still running` : load.olderPending !== null ? `launch ${load.olderPending} of this trigger is still waiting` : undefined;
+      if (busy && tick.overlap === 'skip') {
+        await launchSettled(client, { id: tick.id, outcome: 'skipped_overlap', detail: `overlap skip: ${busy}` });
+        return { kind: 'skipped' };
+      }
+      let wait: string | undefined;
+      if (busy && tick.overlap === 'queue') wait = `overlap queue: ${busy}`;
+      else if (template.maxConcurrentRuns !== null && load.running >= template.maxConcurrentRuns) wait = `max_concurrent_runs ${template.maxConcurrentRuns} reached (${load.running} running)`;
+      else if (template.dailyCeiling !== null && load.today >= template.dailyCeiling) wait = `daily_ceiling ${template.dailyCeiling} reached (${load.today} runs today, UTC)`;
+      if (wait) {
+        await launchDeferred(client, { id: tick.id, reason: wait, now });
+        return { kind: 'deferred', reason: wait, template: template.name };
+      }
+      let payload: string | null = null;
+      if (tick.deliveryId !== null) payload = (await deliveryPayload(client, tick.deliveryId)) ?? null;
+      let file;
+      try {
+        file = runFileLoad(template.source, tick.sets);
+      } catch (err) {
+        if (!(err instanceof RunFileInvalid)) throw err;
+        const reason = `template ${template.name} v${template.version} with this trigger's values: ${err.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`;
+        await launchSettled(client, { id: tick.id, outcome: 'failed', detail: reason });
+        return { kind: 'failed', reason };
+      }
+      const { runId } = await runSubmitIn(client, file, { actor: `trigger:${tick.triggerId}`, source: `trigger ${tick.kind} ${tick.triggerId}` });
+      await runTriggerSet(client, { runId, template: template.name, version: template.version, triggerId: tick.triggerId, payload });
+      await launchFired(client, { id: tick.id, runId, now });
+      return { kind: 'fired', firing: { tickId: tick.id, triggerId: tick.triggerId, runId, template: template.name, version: template.version } };
+    });
+  } catch (err) {
+    if (!isRowFault(err)) throw err;
+    const reason = `the run could not be created: ${faultReason(err)}`;
+    const settled = await launchSettled(deps.pool, { id, outcome: 'failed', detail: reason });
+    if (settled) deps.log.warn({ tick: id, reason }, 'launch failed');
+    return settled ? { kind: 'failed', reason } : { kind: 'gone' };
+  }
 }

@@ -32,9 +32,11 @@ import {
   triggerList,
   triggersNotify,
   webhookInsert,
+  webhookRotate,
   type TemplateRow,
   type TickRow,
   type TriggerRow,
+  type WebhookOwner,
 } from '../store/triggers.js';
 
 /**
@@ -146,6 +148,12 @@ export interface TriggerView {
   maps: PayloadMap[];
   /** Webhooks: the path to POST to. */
   path: string | null;
+  /**
+   * Webhooks created with an API token: that token (id, name) and its state. The webhook answers
+   * only while it is `live`; null for a webhook created with the store's URL, and for schedules
+   * and one-shots, which mint no credential.
+   */
+  owner: WebhookOwner | null;
   createdBy: string | null;
   createdAt: string;
 }
@@ -179,6 +187,7 @@ export const triggerView = (t: TriggerRow): TriggerView => ({
   sets: t.sets,
   maps: t.maps,
   path: t.kind === 'webhook' ? `/api/hooks/${t.id}` : null,
+  owner: t.owner,
   createdBy: t.createdBy,
   createdAt: t.createdAt.toISOString(),
 });
@@ -254,7 +263,11 @@ export interface WebhookCreated extends TriggerView {
   secret: string;
 }
 
-export async function webhookAdd(pool: Pool, p: { template: string; sets?: string[]; maps?: string[]; actor: string; source?: string }): Promise<WebhookCreated> {
+/**
+ * Adds a webhook. `ownerTokenId` is the API token the caller presented (none from a shell with
+ * the store's URL): the webhook answers only while that token is live.
+ */
+export async function webhookAdd(pool: Pool, p: { template: string; sets?: string[]; maps?: string[]; ownerTokenId?: string | null; actor: string; source?: string }): Promise<WebhookCreated> {
   const sets = p.sets ?? [];
   const maps: PayloadMap[] = [];
   for (const m of p.maps ?? []) {
@@ -262,11 +275,37 @@ export async function webhookAdd(pool: Pool, p: { template: string; sets?: strin
     if (!parsed.ok) throw new Invalid(parsed.reason);
     maps.push(parsed.map);
   }
-  const secret = WEBHOOK_SECRET_PREFIX + randomBytes(32).toString('base64url');
+  const secret = newWebhookSecret();
   return withTransaction(pool, async (client) => {
     await templateFor(client, p.template, sets);
-    const id = await webhookInsert(client, { template: p.template, secret, sets, maps, createdBy: p.actor });
+    const id = await webhookInsert(client, { template: p.template, secret, sets, maps, ownerTokenId: p.ownerTokenId ?? null, createdBy: p.actor });
     return { ...(await created(client, id, p, 'webhook', { template: p.template, maps })), secret };
+  });
+}
+
+const newWebhookSecret = () => WEBHOOK_SECRET_PREFIX + randomBytes(32).toString('base64url');
+
+/**
+ * `triggers webhook rotate ID` (admin): a new secret, owned by the caller's token (none from a
+ * shell with the store's URL). The old secret is refused from now on; this is how an admin
+ * brings back a webhook whose owner token was revoked or expired. Deliveries already accepted
+ * still fire.
+ */
+export async function webhookRotateSecret(pool: Pool, p: { id: number; ownerTokenId?: string | null; actor: string; source?: string }): Promise<WebhookCreated> {
+  const secret = newWebhookSecret();
+  return withTransaction(pool, async (client) => {
+    const t = await triggerGet(client, p.id);
+    if (!t) throw notFound(`no trigger ${p.id}`);
+    if (t.kind !== 'webhook') throw new Invalid(`trigger ${p.id} is a ${t.kind === 'once' ? 'one-shot' : t.kind}: only a webhook has a secret to rotate`);
+    await webhookRotate(client, { id: p.id, secret, ownerTokenId: p.ownerTokenId ?? null });
+    await auditRecord(client, {
+      actor: p.actor,
+      source: p.source,
+      action: 'triggers.webhook.rotate',
+      target: `trigger:${p.id}`,
+      detail: { previousOwner: t.owner?.tokenId ?? null, owner: p.ownerTokenId ?? null },
+    });
+    return { ...triggerView((await triggerGet(client, p.id))!), secret };
   });
 }
 

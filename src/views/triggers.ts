@@ -28,6 +28,15 @@ export function triggerRows(list: TriggerView[]): string[][] {
   ]);
 }
 
+/** Who a webhook answers for: its owner token and whether the webhook still answers. */
+export function webhookOwner(owner: TriggerView['owner']): string {
+  if (!owner) return 'none (added with the store\'s URL; answers until removed or disabled)';
+  const who = `token ${owner.name ?? '?'} (${owner.tokenId})`;
+  if (owner.state === 'live') return `${who}, live`;
+  const what = owner.state === 'unknown' ? 'no longer exists' : owner.state;
+  return `${who}, ${what}: the webhook answers 401 until an admin runs 'opschain triggers webhook rotate'`;
+}
+
 export const TICK_HEAD = ['tick', 'due', 'outcome', 'run', 'detail'];
 
 /** What happened to one tick, in words: deferred and when it fired, missed and what catch-up did. */

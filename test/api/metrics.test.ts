@@ -212,6 +212,38 @@ describe('GET /metrics', () => {
     expect(latency).toBeGreaterThan(sampleValue(base, 'opschain_store_query_duration_seconds', {}, 'opschain_store_query_duration_seconds_count')!);
     await postureLever(db.current.pool, { fields: ['system_quiesced'], value: false, actor: 'test' });
   });
+
+  it('labels only pools defined with pools set: a run file naming 200 other pools adds to one pool="other" series', async () => {
+    const made = Array.from({ length: 200 }, (_, i) => `made${String.fromCharCode(97 + (i % 26))}${String.fromCharCode(97 + Math.floor(i / 26))}`);
+    await db.current.pool.query(`INSERT INTO pool_limits (name, max_holders) VALUES ('db', 2) ON CONFLICT (name) DO UPDATE SET max_holders = 2`);
+    await db.current.pool.query(`DELETE FROM queue_ready`);
+    const before = opschainSeries(await scrape()).length;
+    const file = `name: many-pools\nsteps:\n  s:\n    run: 'true'\n    pools: [db, ${made.join(', ')}]\n`;
+    const submitted = await fetch(`${server.url}/api/runs`, { method: 'POST', headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' }, body: JSON.stringify({ file }) });
+    expect(submitted.status).toBe(200);
+    const r = await new TestRunner(server.url).register(reg, { name: 'pool-runner' });
+    const offered = await r.acquire({ wait_ms: 5_000 });
+    expect(offered.status).toBe(200);
+    // The step holds all 201 pools now.
+    expect((await db.current.pool.query(`SELECT count(*)::int AS n FROM pool_holds`)).rows[0].n).toBe(201);
+
+    const fams = await scrape();
+    const holds = fams.get('opschain_pool_holds')!.samples;
+    expect(holds.map((h) => h.labels.pool).sort()).toEqual(['db', 'other']);
+    expect(sampleValue(fams, 'opschain_pool_holds', { pool: 'db' })).toBe(1);
+    expect(sampleValue(fams, 'opschain_pool_holds', { pool: 'other' })).toBe(200);
+    expect(fams.get('opschain_pool_limit')!.samples.map((h) => h.labels.pool)).toEqual(['db']);
+    // No made-up name reaches the endpoint, and the series count did not grow with them.
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    for (const name of made) expect(text).not.toContain(name);
+    expect(opschainSeries(fams).length).toBeLessThanOrEqual(before + 10);
+
+    // Defined later with pools set, a pool gets its own series; the rest stay together.
+    await db.current.pool.query(`INSERT INTO pool_limits (name, max_holders) VALUES ($1, 5)`, [made[0]]);
+    const defined = await scrape();
+    expect(sampleValue(defined, 'opschain_pool_holds', { pool: made[0] })).toBe(1);
+    expect(sampleValue(defined, 'opschain_pool_holds', { pool: 'other' })).toBe(199);
+  });
 });
 
 describe('the exposition text', () => {

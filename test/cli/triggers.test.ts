@@ -48,7 +48,9 @@ describe('opschain templates and triggers', () => {
     expect(all.stdout).not.toContain(secret);
     const shown = await cli(['triggers', 'show', String(hookId), '--json']);
     expect(shown.stdout).not.toContain(secret);
-    expect(JSON.parse(shown.stdout)).toMatchObject({ id: hookId, kind: 'webhook', path: `/api/hooks/${hookId}`, maps: [{ key: 'env.TARGET', path: '$.target' }], ticks: [] });
+    // Added with the store's URL: owned by no token.
+    expect(JSON.parse(shown.stdout)).toMatchObject({ id: hookId, kind: 'webhook', path: `/api/hooks/${hookId}`, maps: [{ key: 'env.TARGET', path: '$.target' }], owner: null, ticks: [] });
+    expect((await cli(['triggers', 'show', String(hookId)])).stdout).toContain("owner: none (added with the store's URL; answers until removed or disabled)");
 
     expect((await cli(['triggers', 'disable', String(sched.id)])).stdout).toBe(`trigger ${sched.id} disabled\n`);
     expect((await cli(['triggers', 'enable', String(sched.id), '--json'])).code).toBe(0);

@@ -53,6 +53,22 @@ describe('signed webhooks', () => {
     expect(shown.ticks[0].deliveryId).toEqual(expect.any(Number));
   });
 
+  it('refuses a mapped value the store cannot hold (a NUL or a lone surrogate as a JSON escape) with 400 naming the field, recording nothing', async () => {
+    for (const [body, why] of [
+      ['{"ref":"a\\u0000b"}', 'contains a NUL character'],
+      ['{"ref":"a\\ud800b"}', 'contains an unpaired surrogate (not valid Unicode)'],
+    ]) {
+      const res = await post(hook.id, body, signed(hook.secret, body));
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({ error: { code: 'invalid_input', message: `payload $.ref (--map env.GIT_REF=$.ref): ${why}` } });
+    }
+    expect(await deliveryCount(db.current.pool, hook.id)).toBe(0);
+    expect((await db.current.pool.query(`SELECT count(*)::int AS n FROM trigger_ticks WHERE trigger_id = $1`, [hook.id])).rows[0].n).toBe(0);
+    // The same escape outside a mapped field is only text of the payload: accepted.
+    const other = '{"ref":"main","note":"a\\u0000b"}';
+    expect((await post(hook.id, other, signed(hook.secret, other))).status).toBe(202);
+  });
+
   it('refuses a wrong signature, a stale timestamp, a replay and a 2 MiB body, recording nothing for them', async () => {
     const body = JSON.stringify({ ref: 'x' });
     const wrong = await post(hook.id, body, signed('ocwhk_not-the-secret', body));

@@ -4,7 +4,7 @@ import type { WebhookCreated } from '../../../src/triggers/manage.js';
 
 export default class TriggersWebhookAdd extends OpsCommand<typeof TriggersWebhookAdd> {
   static override args = { template: Args.string({ description: 'template to start runs of', required: true }) };
-  static override description = `Adds a signed webhook: every valid POST to its URL starts a run of the template. Prints the URL and the signing secret ONCE: no verb shows the secret again (remove the webhook and add a new one to rotate it).
+  static override description = `Adds a signed webhook: every valid POST to its URL starts a run of the template. Prints the URL and the signing secret ONCE: no verb shows the secret again ('triggers webhook rotate' issues a new one). A webhook added with an API token answers only while that token is live.
 
 Calls are signed with HMAC-SHA256 over "<timestamp>.<raw body>" (headers X-Opschain-Timestamp, X-Opschain-Signature: sha256=<hex>, optional X-Opschain-Delivery); see docs/triggers.md. The run finds the payload in the file named by $OPSCHAIN_WEBHOOK_PAYLOAD, and --map takes --set values from it.`;
   static override enableJsonFlag = true;
