@@ -54,7 +54,10 @@ export interface Delivery {
   exceedsMaxLoad: boolean;
 }
 
-export type ReturnCode = 'pool_full' | 'run_at_cap' | 'pinned_runner_not_parked' | 'no_waiter_matches' | 'busy_by_load' | 'exceeds_max_load';
+export type ReturnCode = 'pool_full' | 'run_at_cap' | 'pinned_runner_not_parked' | 'no_waiter_matches' | 'slots_taken' | 'busy_by_load' | 'exceeds_max_load';
+
+/** Returns that only capacity ends (a parked match had no slot or no load left): never a reason to set an entry aside. */
+export const CAPACITY_RETURNS: ReadonlySet<ReturnCode> = new Set<ReturnCode>(['slots_taken', 'busy_by_load']);
 
 export interface PlanOutput {
   deliveries: Delivery[];
@@ -133,6 +136,7 @@ export function planDelivery(input: PlanInput): PlanOutput {
     const open = slots.filter((s) => s.left > 0 && eligible(s.waiter));
     if (open.length === 0) {
       if (pinned !== undefined) back(entry, 'pinned_runner_not_parked', `pinned runner ${pinned} has no free poll`);
+      else if (slots.some((s) => eligible(s.waiter))) back(entry, 'slots_taken', 'every matching parked call is full');
       else back(entry, 'no_waiter_matches', 'no parked runner matches');
       continue;
     }

@@ -26,15 +26,52 @@ const keyOf = (e: QueueEntry, inputs: VerdictInputs, acceptExceeding: boolean) =
  * change elsewhere can end (core/blocking.ts); entries waiting for capacity keep their place.
  * Returns how many were set aside.
  */
-export async function blockUnplaceable(db: Db, entries: QueueEntry[], acceptExceeding: boolean): Promise<number> {
+export async function blockUnplaceable(db: Db, unplaced: QueueEntry[], acceptExceeding: boolean, recent?: RecentlyClaimable): Promise<number> {
+  const entries = recent ? unplaced.filter((e) => !recent.has(e)) : unplaced;
   if (entries.length === 0) return 0;
   const inputs = await verdictInputsRead(db, entries);
   const items: Array<{ stepId: number; on: string }> = [];
   for (const e of entries) {
     const on = keyOf(e, inputs, acceptExceeding);
     if (on) items.push({ stepId: e.stepId, on });
+    else recent?.add(e);
   }
   return queueBlock(db, items);
+}
+
+/**
+ * Shapes (requirement and load) of entries in no pool and no run scope that were judged
+ * claimable a moment ago: their matching runners were only busy or between polls. A busy estate
+ * meets the same shapes on every tick; judging each once a second, not once a tick, spares a
+ * read of the whole fleet per tick. A shape's verdict that changes meanwhile is seen when the
+ * memory lapses.
+ */
+export class RecentlyClaimable {
+  private readonly until = new Map<string, number>();
+
+  constructor(
+    private readonly now: () => number,
+    private readonly forMs = UNBLOCK_EVERY_MS,
+  ) {}
+
+  private static key(e: QueueEntry): string | null {
+    return e.pools.length === 0 && !e.runScope ? `${e.load} ${JSON.stringify(e.requirement)}` : null;
+  }
+
+  has(e: QueueEntry): boolean {
+    const k = RecentlyClaimable.key(e);
+    if (k === null) return false;
+    const t = this.until.get(k);
+    if (t === undefined) return false;
+    if (t > this.now()) return true;
+    this.until.delete(k);
+    return false;
+  }
+
+  add(e: QueueEntry): void {
+    const k = RecentlyClaimable.key(e);
+    if (k !== null) this.until.set(k, this.now() + this.forMs);
+  }
 }
 
 export interface UnblockResult {

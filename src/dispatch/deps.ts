@@ -4,6 +4,7 @@ import type { Logger } from '../logger.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import type { Pool } from '../store/pool.js';
 import type { ClaimParams } from '../store/queue.js';
+import type { RecentlyClaimable } from './blocked.js';
 import type { WaiterRegistry } from './waiters.js';
 
 /** What the dispatch loop and the lease lifecycle of one replica share. */
@@ -37,4 +38,6 @@ export interface DispatchDeps {
    * table to autovacuum. Default LEASE_VACUUM_EVERY.
    */
   leaseVacuumEvery?: number;
+  /** Shapes of unplaced entries judged claimable a moment ago, not judged again every tick; absent: every tick judges. */
+  recentlyClaimable?: RecentlyClaimable;
 }

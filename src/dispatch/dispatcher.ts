@@ -1,5 +1,5 @@
 import type { QueueEntry, Waiter } from '../core/entry.js';
-import { planDelivery, type Delivery, type FleetRunner, type PlanOutput, type PoolState } from '../core/plan.js';
+import { CAPACITY_RETURNS, planDelivery, type Delivery, type FleetRunner, type PlanOutput, type PoolState } from '../core/plan.js';
 import { leaseDeliver, leasesOutstandingByRun, pinsCreate, pinsForRuns, type DeliveredLease, type OfferDetail } from '../store/leases.js';
 import { fleetParkedRead, fleetRead, type ParkedRunnerRow } from '../store/fleet.js';
 import { withClient, withTransaction, type PoolClient } from '../store/pool.js';
@@ -189,7 +189,7 @@ async function tick(deps: DispatchDeps, calls: ParkedAcquire[]): Promise<TickRes
     // After the answers, and outside the delivery's transaction: setting entries aside only
     // spares later ticks from meeting them again, so a failure here costs nothing but that.
     try {
-      result.blocked = await blockUnplaceable(deps.pool, delivered.unplaced, deps.acceptExceeding);
+      result.blocked = await blockUnplaceable(deps.pool, delivered.unplaced, deps.acceptExceeding, deps.recentlyClaimable);
     } catch (err) {
       deps.log.warn({ err: (err as Error).message }, 'dispatch: setting unplaceable entries aside failed; they stay claimable');
     }
@@ -363,7 +363,7 @@ async function planAndDeliver(deps: DispatchDeps, state: TickState, { client, ca
     after = { lane: last.lane, position: last.position };
   }
   result.returned = unplaced.length;
-  const blockable = why.filter((r) => r.code !== 'busy_by_load').map((r) => r.entry);
+  const blockable = why.filter((r) => !CAPACITY_RETURNS.has(r.code)).map((r) => r.entry);
   if (deliveries.length === 0) return { leases: [], details: new Map<number, OfferDetail>(), deliveries, lastShort, lost: 0, unplaced: blockable };
   // Pool holds, all or none per step, limit rows locked in name order; a step another replica
   // filled the pool ahead of stays queued (its claim is simply not delivered).

@@ -5,7 +5,7 @@ import { startLoop } from '../loop.js';
 import type { ServerContext } from '../context.js';
 import { listenChannel } from '../store/listen.js';
 import { QUEUE_CHANNEL } from '../store/queue.js';
-import { UnblockCadence, unblockOnce } from './blocked.js';
+import { RecentlyClaimable, UnblockCadence, unblockOnce } from './blocked.js';
 import type { DispatchDeps } from './deps.js';
 import { dispatchPass, nextPollMs, POLL_BUSY_MS, POLL_IDLE_MS } from './dispatcher.js';
 import { expireOnce } from './lifecycle.js';
@@ -55,6 +55,7 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
     events: ctx.events,
     kick: () => kickLoop(),
     queueChanged,
+    recentlyClaimable: new RecentlyClaimable(() => ctx.clock.now()),
   };
   ctx.dispatch = deps;
   let wait = POLL_IDLE_MS;

@@ -105,7 +105,7 @@ describe('planDelivery', () => {
               expect(entries[0].load).toBeGreaterThan(largest);
             }
           }
-          if (!acceptExceeding) for (const r of out.returned.filter((x) => x.entry.load > largest && x.code !== 'no_waiter_matches')) expect(r.reason).toBe('exceeds max load');
+          if (!acceptExceeding) for (const r of out.returned.filter((x) => x.entry.load > largest && x.code !== 'no_waiter_matches' && x.code !== 'slots_taken')) expect(r.reason).toBe('exceeds max load');
         },
       ),
     );
@@ -142,6 +142,14 @@ describe('planDelivery', () => {
         },
       ),
     );
+  });
+
+  it('a claim whose parked matches have no slot left is returned for capacity, apart from one no parked call matches', () => {
+    const w = waiter({ runnerId: 'w', labels: ['linux'], slots: 1 });
+    const claims = [entry({ requirement: { labels: ['linux'] } }), entry({ requirement: { labels: ['linux'] } }), entry({ requirement: { labels: ['gpu'] } })];
+    const out = plan({ claims, waiters: [w] });
+    expect(out.deliveries).toHaveLength(1);
+    expect(out.returned.map((r) => r.code)).toEqual(['slots_taken', 'no_waiter_matches']);
   });
 
   it('an exclusive group runner takes only work targeted at its group', () => {

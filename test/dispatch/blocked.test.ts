@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { PlacementRequirement, Waiter } from '../../src/core/entry.js';
 import { planDelivery } from '../../src/core/plan.js';
-import { unblockOnce } from '../../src/dispatch/blocked.js';
+import { RecentlyClaimable, unblockOnce } from '../../src/dispatch/blocked.js';
 import type { DispatchDeps } from '../../src/dispatch/deps.js';
 import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
 import type { Offer } from '../../src/dispatch/offers.js';
@@ -151,6 +151,27 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     const second = park(a, 4);
     expect((await dispatchOnce(deps)).delivered).toBe(1);
     expect((await second.offers).map((o) => o.step_id)).toEqual([scoped.stepIds[1]]);
+  });
+
+  it('a shape judged claimable (its runner only busy) is not judged again each tick, and is once the memory lapses', async () => {
+    let now = 1_000_000;
+    deps = testDispatchDeps(pool, { replicaId: 'replica-blocked', acceptExceeding: true, recentlyClaimable: new RecentlyClaimable(() => now) });
+    await runner({ id: 'rnr_build', name: 'build-1', labels: ['build'] });
+    const idle = await runner({ id: 'rnr_idle', name: 'idle', labels: ['other'] });
+    await seedRun(other, { placement: { labels: ['build'] }, steps: [{ name: 'b1' }] });
+    const tickOnce = async () => {
+      park(idle, 1);
+      const t = await dispatchOnce(deps);
+      deps.registry.drainAll();
+      return t;
+    };
+    // build-1 is registered but not parked: waiting for it is waiting for capacity.
+    expect(await tickOnce()).toMatchObject({ delivered: 0, blocked: 0 });
+    await fleetDrainSet(other, { runner: 'rnr_build', drained: true, actor: 'test' });
+    expect(await tickOnce()).toMatchObject({ delivered: 0, blocked: 0 });
+    now += 1_001;
+    expect(await tickOnce()).toMatchObject({ delivered: 0, blocked: 1 });
+    expect(await blockedOn()).toEqual({ fleet: 1 });
   });
 
   it('after one tick, no entry a parked runner with free capacity could take is left while that runner gets nothing (random queues and fleets)', async () => {
