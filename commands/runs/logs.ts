@@ -31,7 +31,11 @@ With --follow, keeps printing new lines until the run ends and then exits as "ru
         if (this.jsonEnabled()) process.stdout.write(`${JSON.stringify(v)}\n`);
         else {
           width = Math.max(width, v.step.length);
-          for (const line of logLineText(v, width, { terminal })) this.log(line);
+          // Into a pipe or a file the step's output keeps its bytes; on a terminal it is shown, not obeyed.
+          for (const line of logLineText(v, width, { terminal })) {
+            if (terminal) this.log(line);
+            else this.logVerbatim(line);
+          }
         }
       }
     };

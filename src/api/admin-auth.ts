@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { oneLine } from '../core/bounds.js';
 import { scopeAllows, secretKind, type Scope } from '../core/tokens.js';
 import { Forbidden, Unauthorized } from '../errors.js';
 import type { Pool } from '../store/pool.js';
@@ -45,13 +46,14 @@ export function scopeAuth(pool: Pool, scope: Scope) {
     }
     const check = await tokenCheck(pool, 'admin', secret);
     if (!check.ok) {
-      const why = check.reason === 'unknown' ? 'token invalid' : `token ${check.token!.name} (${check.token!.id}) ${check.reason}`;
+      const why = check.reason === 'unknown' ? 'token invalid' : `token ${oneLine(check.token!.name)} (${check.token!.id}) ${check.reason}`;
       sendError(reply, new Unauthorized(why, check.reason === 'unknown' ? 'unauthorized' : `token_${check.reason}`));
       return reply;
     }
     const held = check.token.scope ?? 'admin';
     if (!scopeAllows(held, scope)) {
-      sendError(reply, new Forbidden(`token ${check.token.name} has scope ${held}; ${req.method} ${req.routeOptions.url ?? req.url} needs scope ${scope}`, 'scope_lacking'));
+      // The name is the token creator's text and goes back to the caller's terminal: controls escaped.
+      sendError(reply, new Forbidden(`token ${oneLine(check.token.name)} has scope ${held}; ${req.method} ${req.routeOptions.url ?? req.url} needs scope ${scope}`, 'scope_lacking'));
       return reply;
     }
     req.adminToken = check.token;

@@ -1,3 +1,5 @@
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyRequest, type RouteOptions } from 'fastify';
 import type { Logger } from '../logger.js';
 import { installErrorHandler } from './errors.js';
@@ -30,6 +32,27 @@ export function registeredRoutes(app: FastifyInstance): RouteRecord[] {
   return [...(routeTables.get(app) ?? [])];
 }
 
+/**
+ * A request Node's HTTP parser refuses before any route sees it (headers past the size limit, a
+ * request not sent in time, bytes that are not HTTP) still gets the one error body
+ * `{"error": {"code", "message"}}`, so a client reads every refusal the same way; then the socket
+ * is closed, as the parser cannot go on with it.
+ */
+function clientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'headers_too_large', `request headers larger than ${maxHeaderSize} bytes`]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request_timeout', `request not received whole within ${REQUEST_TIMEOUT_MS / 1000} s`]
+        : [400, 'bad_request', 'malformed HTTP request'];
+  const body = JSON.stringify({ error: { code, message } });
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(err);
+}
+
 /** How long a client has to send a whole request (headers and body). */
 export const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -52,6 +75,7 @@ export function createHttpServer(deps: HttpDeps): FastifyInstance {
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     routerOptions: { maxParamLength: 200 },
+    clientErrorHandler: clientError,
   });
   const routes: RouteRecord[] = [];
   routeTables.set(app, routes);

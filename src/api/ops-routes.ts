@@ -5,6 +5,15 @@ import { DOMAIN, pathParams, VERBS, type FieldSchema, type Verb, type VerbSpec }
 import type { Feature } from '../server.js';
 import { adminActor, scopeAuth } from './admin-auth.js';
 
+/**
+ * Long polls (`runs logs --follow`) one API token may have parked on this replica at once, as
+ * PARKED_PER_RUNNER bounds a runner's acquires: each parked poll holds a socket and re-reads the
+ * store every LOGS_POLL_MS, so one token's followers must not crowd out everyone's reads. Past
+ * it the poll is answered 429 with `retry-after`; a poll that does not wait (`waitMs` 0) is not
+ * counted.
+ */
+export const PARKED_LONG_POLLS_PER_TOKEN = 32;
+
 const INTEGER = '^-?(0|[1-9][0-9]{0,15})$';
 const NUMBER = '^-?(0|[1-9][0-9]{0,15})(\\.[0-9]{1,15})?$';
 
@@ -69,6 +78,8 @@ function verbInput(spec: VerbSpec, req: FastifyRequest): Record<string, unknown>
 export function opsApi(): Feature {
   return (ctx) => {
     const auth = { read: scopeAuth(ctx.pool, 'read'), runs: scopeAuth(ctx.pool, 'runs'), levers: scopeAuth(ctx.pool, 'levers'), admin: scopeAuth(ctx.pool, 'admin') };
+    // Parked long polls by token id, on this replica.
+    const parkedBy = new Map<string, number>();
     for (const verb of Object.keys(VERBS) as Verb[]) {
       const spec = VERBS[verb];
       const fn = DOMAIN[verb] as (ctx: OpsContext, input: unknown) => Promise<unknown>;
@@ -84,6 +95,17 @@ export function opsApi(): Feature {
         },
         handler: async (req: FastifyRequest, reply: FastifyReply) => {
           const input = verbInput(spec, req);
+          const parks = spec.longPoll && typeof input.waitMs === 'number' && input.waitMs > 0 ? req.adminToken?.id : undefined;
+          if (parks !== undefined) {
+            const parked = parkedBy.get(parks) ?? 0;
+            if (parked >= PARKED_LONG_POLLS_PER_TOKEN) {
+              return reply
+                .code(429)
+                .header('retry-after', '1')
+                .send({ error: { code: 'too_many_long_polls', message: `too many long polls parked for this token (at most ${PARKED_LONG_POLLS_PER_TOKEN}); retry when one ends` } });
+            }
+            parkedBy.set(parks, parked + 1);
+          }
           const gone = new AbortController();
           const onClose = () => {
             if (!reply.raw.writableFinished) gone.abort();
@@ -94,6 +116,11 @@ export function opsApi(): Feature {
             return await fn(opsCtx, input);
           } finally {
             reply.raw.off('close', onClose);
+            if (parks !== undefined) {
+              const left = (parkedBy.get(parks) ?? 1) - 1;
+              if (left > 0) parkedBy.set(parks, left);
+              else parkedBy.delete(parks);
+            }
           }
         },
       });

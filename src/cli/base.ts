@@ -8,6 +8,7 @@ import { storeOps } from '../ops/store-transport.js';
 import { createPool, type Pool } from '../store/pool.js';
 import { Invalid, Unavailable } from '../errors.js';
 import { asDomainError, EXIT, EXIT_CODES } from './errors.js';
+import { terminalSafe } from './render.js';
 import { cliActor } from './runs.js';
 
 export type BaseFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
@@ -70,6 +71,28 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     return super.finally(err);
   }
 
+  /**
+   * Human output, made safe for a terminal at this one edge: names, reasons and causes come from
+   * the store and from other people's tokens, and an escape sequence in one must be shown, not
+   * obeyed (docs/security.md, "Terminal safety"). `--json` output goes through `logJson` and keeps
+   * the stored values exactly.
+   */
+  public override log(message = '', ...args: unknown[]): void {
+    super.log(terminalSafe(message), ...args.map((a) => (typeof a === 'string' ? terminalSafe(a) : a)));
+  }
+
+  public override logToStderr(message = '', ...args: unknown[]): void {
+    super.logToStderr(terminalSafe(message), ...args.map((a) => (typeof a === 'string' ? terminalSafe(a) : a)));
+  }
+
+  /**
+   * Output whose bytes are the user's own and are asked for as they are (step output into a pipe
+   * or a file, `runs logs > build.log`): not escaped. Never for text shown on a terminal.
+   */
+  protected logVerbatim(message: string): void {
+    if (!this.jsonEnabled()) process.stdout.write(`${message}\n`);
+  }
+
   /** `Usage: opschain runs show ID [flags]`, the verb's one-line usage hint. */
   protected usageLine(): string {
     const args = Object.entries(this.ctor.args ?? {}).map(([name, a]) => ((a as { required?: boolean }).required ? name.toUpperCase() : `[${name.toUpperCase()}]`));
@@ -106,7 +129,8 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     body.error.message = redactUrl(body.error.message);
     if (this.jsonEnabled()) this.logJson(body);
     else {
-      // A refusal with a list (a run file's problems) names every problem on its own line.
+      // A refusal with a list (a run file's problems) names every problem on its own line. A
+      // message can quote what was refused (a name, a value): logToStderr shows its controls as text.
       const problems = Array.isArray(body.error.problems) ? (body.error.problems as Array<{ path: string; message: string }>) : [];
       this.logToStderr(`Error: ${body.error.message}${problems.length ? ':' : ''}`);
       for (const p of problems) this.logToStderr(`${p.path}: ${p.message}`);

@@ -58,22 +58,43 @@ export function storableText(text: string): string {
   return text.replaceAll('\u0000', '\u2400').replace(/[\uD800-\uDFFF]/gu, '\uFFFD');
 }
 
-// C0 controls but tab and newline, DEL, and C1 controls (a lone 0x9b is a CSI on some terminals).
+// What a terminal obeys rather than shows: C0 controls but tab and newline, DEL, C1 controls (a
+// lone U+009B is a CSI on terminals that take 8-bit controls), and the bidi overrides and
+// isolates, which reorder what follows them so a name can read as something else.
 // eslint-disable-next-line no-control-regex
-const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+// eslint-disable-next-line no-control-regex
+const IDENTIFIER_REFUSED = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
 
 /**
- * Text safe to print on a terminal: escape sequences and other control characters shown as
- * `\x1b`-style text instead of being obeyed (a step must not repaint or retitle the operator's
- * terminal, nor hide a line with `\r`). Tab and newline are kept.
+ * Text safe to print on a terminal: escape sequences, other control characters and bidi overrides
+ * shown as text instead of being obeyed (`\x1b`, `\x7f`, `\u009b`, `\u202e`), so stored text
+ * cannot repaint or retitle the operator's terminal, write its clipboard (OSC 52), hide a line
+ * with `\r` or `\x1b[2K`, or reverse what an operator reads. Tab and newline are kept. Text
+ * without any of these comes back unchanged, and the output has none, so applying it twice is
+ * the same as once. Every human rendering (tables, text lines, the dashboard, error messages)
+ * goes through this one function; `--json` keeps the stored value.
  */
 export function visibleControls(text: string): string {
-  return text.replace(CONTROLS, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  return text.replace(CONTROLS, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x80 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
 }
 
-/** One line of text: newlines and every control character escaped (for reasons and causes that become log lines). */
+/** One line of text: newlines and every control character escaped (for reasons and causes that become log lines, and table cells). */
 export function oneLine(text: string): string {
   return visibleControls(text).replace(/\n/g, '\\n').replace(/\t/g, ' ');
+}
+
+/**
+ * Why a name that identifies something (a pool, group, project or token) cannot be stored, or
+ * undefined. Such names are matched and typed by operators, so a character that is invisible or
+ * obeyed by a terminal (C0, DEL, C1, a bidi override) has no place in one.
+ */
+export function identifierProblem(text: string): string | undefined {
+  const m = IDENTIFIER_REFUSED.exec(text);
+  return m ? `contains the control character U+${m[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}` : undefined;
 }
 
 /** The longest prefix of text whose UTF-8 encoding fits in max bytes, never splitting a character. */

@@ -1,4 +1,5 @@
 import type { PlacementRequirement } from '../core/entry.js';
+import { identifierProblem, oneLine } from '../core/bounds.js';
 import { requirementProblems } from '../core/placement.js';
 import { Invalid } from '../errors.js';
 import { auditRecord } from '../store/audit.js';
@@ -9,12 +10,17 @@ import { poolLimitList, poolLimitSet, poolLimitUnset, type PoolRow } from '../st
 import { projectList, projectSet, type ProjectRow } from '../store/projects.js';
 import type { OpsContext } from './context.js';
 
-/** A name as the run file and the registry keep it: not empty, no edge spaces or control characters. */
+/**
+ * A name as the run file and the registry keep it: not empty, no edge spaces, and no character a
+ * terminal obeys or hides (C0, DEL, C1, bidi overrides; core/bounds.ts identifierProblem). The
+ * refusal names the field and shows the value with its controls escaped, never raw.
+ */
 function name(what: string, value: unknown): string {
-  // eslint-disable-next-line no-control-regex
-  if (typeof value !== 'string' || !value.trim() || value !== value.trim() || value.length > 200 || /[\u0000-\u001f]/.test(value)) {
+  if (typeof value !== 'string' || !value.trim() || value !== value.trim() || value.length > 200) {
     throw new Invalid(`${what} ${JSON.stringify(value)}: expected a non-empty name (at most 200 characters, no edge spaces)`);
   }
+  const problem = identifierProblem(value);
+  if (problem) throw new Invalid(`${what} "${oneLine(value)}": ${problem}; a name has no control characters`);
   return value;
 }
 

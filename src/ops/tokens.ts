@@ -1,3 +1,4 @@
+import { identifierProblem, oneLine } from '../core/bounds.js';
 import { parseDuration } from '../core/duration.js';
 import { SCOPES, type Scope } from '../core/tokens.js';
 import { Invalid, NotFound } from '../errors.js';
@@ -30,6 +31,9 @@ function groupName(value: unknown): string {
 export async function tokensCreate(ctx: OpsContext, p: { kind: 'admin' | 'registration'; name: string; scope?: Scope; groups?: string[]; expires?: string }): Promise<TokenCreated> {
   if (p.kind !== 'admin' && p.kind !== 'registration') throw new Invalid(`kind ${JSON.stringify(p.kind)}: expected admin or registration`);
   if (typeof p.name !== 'string' || !p.name.trim() || p.name.length > 200) throw new Invalid('--name: expected a non-empty label (at most 200 characters)');
+  // A token's name is shown in lists, audit actors and refusals: nothing in it may be obeyed by a terminal.
+  const problem = identifierProblem(p.name);
+  if (problem) throw new Invalid(`--name "${oneLine(p.name)}": ${problem}; expected a label without control characters`);
   if (p.scope !== undefined && !SCOPES.includes(p.scope)) throw new Invalid(`--scope ${p.scope}: expected one of ${SCOPES.join(', ')}`);
   if (p.kind === 'registration' && p.scope !== undefined) throw new Invalid('--scope: registration tokens register runners and carry no scope');
   if (p.groups !== undefined && !Array.isArray(p.groups)) throw new Invalid('--group: expected a list of group names');
