@@ -28,6 +28,10 @@ describe('runs submit --wait --timeout and runs retry --wait', { timeout: 120_00
     const id = Number(r.stdout.trim());
     expect(r.stderr.trim().split('\n').at(-1)).toBe(`Error: run ${id} still running after 2s; it goes on ('opschain runs cancel ${id}' stops it)`);
     expect((await db.current.pool.query('SELECT status FROM runs WHERE id = $1', [id])).rows[0].status).toBe('running');
+    // Its only step waits in the queue: it reads queued, not running.
+    const shown = await cli('runs', 'show', String(id));
+    expect(shown.stdout).toMatch(new RegExp(`^run ${id} stuck \\(default\\): queued after`));
+    expect(JSON.parse((await cli('runs', 'show', String(id), '--json')).stdout).status).toBe('running');
     const bad = await cli('runs', 'submit', file, '--timeout', '2s');
     expect(bad.code).toBe(2);
   });
