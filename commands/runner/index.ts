@@ -39,7 +39,15 @@ export default class Runner extends BaseCommand<typeof Runner> {
     const f = this.flags;
     const graceMs = parseDuration(f.grace);
     if (graceMs === undefined) throw new Invalid(`--grace ${f.grace}: expected a duration like 30s or 2m`);
-    const log = createLogger(f['log-level']);
+    // The reader of our output may go first (`opschain runner | tee log`, then Ctrl-C stops both):
+    // a broken pipe is a stop request, like the signal that usually comes with it, never a wedge.
+    const brokenPipe = new AbortController();
+    const onOutputError = (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE') brokenPipe.abort();
+    };
+    process.stdout.on('error', onOutputError);
+    process.stderr.on('error', onOutputError);
+    const log = createLogger(f['log-level'], { sync: true, onBrokenPipe: () => brokenPipe.abort() });
     const code = await runRunner(
       {
         home: this.home,
@@ -60,10 +68,15 @@ export default class Runner extends BaseCommand<typeof Runner> {
         history: f.history,
       },
       log,
+      brokenPipe.signal,
     ).catch((err) => {
       throw err instanceof RunnerConfigError ? new Invalid(err.message, 'invalid_runner_setup') : err;
     });
-    log.flush?.();
+    try {
+      log.flush?.();
+    } catch {
+      // Nothing left to write to.
+    }
     // Keep-alive sockets to the servers must not hold the process open.
     process.exit(code);
   }

@@ -16,7 +16,7 @@ Cancelling a run that has already ended changes nothing and exits 0, naming its 
     const id = parseRunId((await this.parse(RunsCancel)).args.id);
     const result = await (await this.ops()).runsCancel({ id });
     if (!this.jsonEnabled()) {
-      if (result.cancelled) this.log(`run ${id} cancelled${result.steps.length ? `: ${result.steps.join(', ')}` : ''}${result.revoked ? ` (${result.revoked} running step${result.revoked === 1 ? '' : 's'} told to stop)` : ''}`);
+      if (result.cancelled) this.log(`run ${id} cancelled${result.steps.length ? `: ${result.steps.join(', ')}` : ''}${result.revoked ? ` (${result.revoked === 1 ? '1 running step: its lease revoked; its runner is told now and kills the step\'s process group' : `${result.revoked} running steps: their leases revoked; their runners are told now and kill the steps' process groups`})` : ''}`);
       else this.log(`run ${id} already ended: ${result.status}; nothing to cancel`);
     }
     return result;

@@ -1,11 +1,10 @@
 import { Args, Flags } from '@oclif/core';
 import { OpsCommand } from '../../src/cli/base.js';
+import { parseTimeout } from '../../src/cli/drain.js';
 import { EXIT } from '../../src/cli/errors.js';
-import { table } from '../../src/cli/render.js';
-import { followRun } from '../../src/ops/follow.js';
+import { runOutcomeLines, waitForRun } from '../../src/cli/runs.js';
 import { runFileRead } from '../../src/orchestrator/runfile.js';
 import type { OpsOutput } from '../../src/ops/index.js';
-import { RUN_TABLE_HEAD, runHeadline, runTreeRows, stepProgressLine, type StepView } from '../../src/views/runs.js';
 
 export default class RunsSubmit extends OpsCommand<typeof RunsSubmit> {
   static override args = {
@@ -13,15 +12,17 @@ export default class RunsSubmit extends OpsCommand<typeof RunsSubmit> {
   };
   static override description = `Validates a run file and starts the run; prints its id. A bad file is refused whole, every problem listed with its path (exit 2), and nothing is written.
 
-With --wait, follows the run until it ends, printing each step's progress on stderr, and exits 0 only if it succeeded (1 otherwise).`;
+With --wait, follows the run until it ends, printing each step's progress on stderr, and exits 0 only if it succeeded (1 otherwise); with --timeout it gives up after that long (exit 6) and the run goes on.`;
   static override enableJsonFlag = true;
   static override examples = [
     '<%= config.bin %> runs submit examples/hello.yaml',
     '<%= config.bin %> runs submit deploy.yaml --set env.REGION=us-east-1 --set priority=60 --wait',
+    '<%= config.bin %> runs submit deploy.yaml --wait --timeout 30m',
     'cat run.json | <%= config.bin %> runs submit - --json',
   ];
   static override flags = {
     set: Flags.string({ description: 'override a key by dotted path before validation (repeatable): env.REGION=us-east-1, steps.build.run="make all"', multiple: true, default: [] }),
+    timeout: Flags.string({ description: 'with --wait: give up (exit 6) after this long; the run goes on [default: no limit]', dependsOn: ['wait'] }),
     wait: Flags.boolean({ description: 'follow the run until it ends; exit 0 only if it succeeded' }),
   };
   static override summary = 'Submit a run file';
@@ -29,36 +30,14 @@ With --wait, follows the run until it ends, printing each step's progress on std
   async run(): Promise<OpsOutput<'runsSubmit'>> {
     const { file } = (await this.parse(RunsSubmit)).args;
     const text = runFileRead(file);
+    // A bad --timeout is refused before anything is submitted.
+    const timeoutMs = this.flags.timeout === undefined ? undefined : parseTimeout(this.flags.timeout);
     const ops = await this.ops();
     const submitted = await ops.runsSubmit({ file: text, set: this.flags.set });
     if (!this.jsonEnabled()) this.log(String(submitted.id));
     if (!this.flags.wait) return submitted;
-    const seen = new Map<string, StepView>();
-    const stop = new AbortController();
-    const onSignal = () => stop.abort();
-    process.once('SIGINT', onSignal);
-    let view: OpsOutput<'runsShow'>;
-    try {
-      view = await followRun(ops, submitted.id, {
-        signal: stop.signal,
-        onView: (v) => {
-          if (this.jsonEnabled()) return;
-          for (const s of v.steps) {
-            const line = stepProgressLine(seen.get(s.name), s);
-            if (line) this.logToStderr(line);
-            seen.set(s.name, s);
-          }
-        },
-      });
-    } finally {
-      process.off('SIGINT', onSignal);
-    }
-    if (!this.jsonEnabled()) {
-      const t = table(RUN_TABLE_HEAD);
-      t.push(...runTreeRows(view));
-      this.logToStderr(t.toString());
-      this.logToStderr(runHeadline(view));
-    }
+    const view = await waitForRun(ops, submitted.id, { timeoutMs, timeoutText: this.flags.timeout, onLine: this.jsonEnabled() ? undefined : (line) => this.logToStderr(line) });
+    if (!this.jsonEnabled()) for (const line of runOutcomeLines(view)) this.logToStderr(line);
     if (view.status !== 'succeeded') {
       if (this.jsonEnabled()) this.logJson(view);
       this.exit(EXIT.failed);

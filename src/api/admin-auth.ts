@@ -30,7 +30,7 @@ export async function adminTokenOf(pool: Pool, req: FastifyRequest): Promise<Tok
 
 /**
  * A fastify `onRequest` hook closing a route to everyone without a live API token
- * (`Authorization: Bearer ocadm_…`) whose scope covers `scope`. It runs before the body is read
+ * (`Authorization: Bearer ocadm_…`, or the prefix of its scope: `ocread_`, `ocruns_`, `oclevers_`) whose scope covers `scope`. It runs before the body is read
  * or validated, so an anonymous caller gets 401 and nothing else. The secret is looked up by its
  * hash and compared in constant time; revocation and expiry are judged by the store's clock, so
  * every replica answers 401 from the same moment. A token outside its scope gets 403 naming the
@@ -41,7 +41,7 @@ export function scopeAuth(pool: Pool, scope: Scope) {
   return async function scopeAuthOnRequest(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const secret = bearer(req);
     if (!secret || secretKind(secret) !== 'admin') {
-      sendError(reply, new Unauthorized('API token required (Authorization: Bearer ocadm_…)'));
+      sendError(reply, new Unauthorized('API token required (Authorization: Bearer <token from opschain tokens create>)'));
       return reply;
     }
     const check = await tokenCheck(pool, 'admin', secret);

@@ -4,9 +4,11 @@ import { hashSecret, newSecret, secretKind } from '../core/tokens.js';
 import { turnBatcher } from '../core/turn-batch.js';
 import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
+import type { Revocations } from '../dispatch/revocations.js';
 import { emitDispatch } from '../dispatch/events.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
 import { stepLogAppend } from '../store/logs.js';
+import { leasesNotHeld } from '../store/lease-revoke.js';
 import { auditRecord } from '../store/audit.js';
 import { RegistrationGroupRefusedError, runnerRegisterExclusive, RunnerNameTakenError, runnerTouch } from '../store/runners.js';
 import { tokenVerify, type TokenRow } from '../store/tokens.js';
@@ -60,6 +62,8 @@ export interface RunnerRouteOptions {
   holdPolls: () => boolean;
   /** `logs.max_step_bytes`: the most output one step attempt keeps. */
   maxStepLogBytes?: number;
+  /** Wakes parked watch calls when a lease of their runner is revoked. */
+  revocations: Revocations;
 }
 
 /** The runner protocol of docs/runner-protocol.md. */
@@ -210,6 +214,43 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
           const left = (parkedBy.get(runner.id) ?? 1) - 1;
           if (left > 0) parkedBy.set(runner.id, left);
           else parkedBy.delete(runner.id);
+          polls.delete(ctl);
+          req.raw.socket.off('close', onClose);
+        }
+      },
+    );
+
+    // The watch: parked like an acquire, answered as soon as one of the presented leases is no
+    // longer the runner's (a cancel revoked it), so the step is killed now rather than at the
+    // next renewal, up to a minute later.
+    scoped.post<{ Body: { leases: Ref[]; wait_ms?: number } }>(
+      '/api/runner/watch',
+      {
+        bodyLimit: BODY_LIMIT.batch,
+        schema: { body: object({ leases: leaseRefs.properties.leases, wait_ms: int4({ min: 0 }) }, ['leases']) },
+      },
+      async (req, reply) => {
+        const runnerId = req.runner!.id;
+        touch(runnerId);
+        const items = toRefs(req.body.leases);
+        const ctl = new AbortController();
+        const onClose = () => ctl.abort();
+        req.raw.socket.once('close', onClose);
+        polls.add(ctl);
+        const window = setTimeout(() => ctl.abort(), Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs));
+        try {
+          for (;;) {
+            // Listen before looking, so a revocation committed between the two still wakes this call.
+            const woke = opts.revocations.next(runnerId, ctl.signal);
+            const revoked = await leasesNotHeld(deps.pool, { runnerId, items });
+            if (revoked.length > 0 || ctl.signal.aborted || closing) {
+              if (closing) reply.header('connection', 'close');
+              return { revoked };
+            }
+            await woke;
+          }
+        } finally {
+          clearTimeout(window);
           polls.delete(ctl);
           req.raw.socket.off('close', onClose);
         }

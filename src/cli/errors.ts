@@ -3,14 +3,15 @@ import { DomainError, Failed, Invalid, Unavailable, type ErrorKind } from '../er
 import { isStatementTimeout, isStoreUnavailable, STATEMENT_TIMEOUT_MESSAGE, storeCause } from '../store/pool.js';
 
 /** The exit codes of every verb (docs/cli.md). */
-export const EXIT = { done: 0, failed: 1, usage: 2, notFound: 3, conflict: 4, unavailable: 5, timedOut: 6 } as const;
+export const EXIT = { done: 0, failed: 1, usage: 2, notFound: 3, conflict: 4, unavailable: 5, timedOut: 6, refused: 7 } as const;
 
 /** Domain error kind → exit code: the one place the CLI decides it. */
 export const EXIT_CODES: Record<ErrorKind, number> = {
   failed: EXIT.failed,
   invalid: EXIT.usage,
-  unauthorized: EXIT.usage,
-  forbidden: EXIT.usage,
+  // Not a usage error: the command was right, the credential is not (401) or too small (403).
+  unauthorized: EXIT.refused,
+  forbidden: EXIT.refused,
   not_found: EXIT.notFound,
   conflict: EXIT.conflict,
   unavailable: EXIT.unavailable,

@@ -1,5 +1,10 @@
 import { userInfo } from 'node:os';
-import { Invalid } from '../errors.js';
+import { formatDuration } from '../core/duration.js';
+import { Invalid, TimedOut } from '../errors.js';
+import { followRun } from '../ops/follow.js';
+import type { Ops, OpsOutput } from '../ops/index.js';
+import { RUN_TABLE_HEAD, runHeadline, runTreeRows, stepProgressLine, type StepView } from '../views/runs.js';
+import { table } from './render.js';
 
 /** A run id as typed on the command line. */
 export function parseRunId(text: string): number {
@@ -14,4 +19,44 @@ export function cliActor(): string {
   } catch {
     return 'cli';
   }
+}
+
+/**
+ * `--wait` of `runs submit` and `runs retry`: follows the run until it ends, handing each step's
+ * progress to `onLine`; Ctrl-C stops following (the run goes on). With `timeoutMs`, a run still
+ * running by then is TimedOut (exit 6), naming the run, which goes on.
+ */
+export async function waitForRun(ops: Ops, id: number, opts: { timeoutMs?: number; /** The --timeout as typed, for the message. */ timeoutText?: string; onLine?: (line: string) => void }): Promise<OpsOutput<'runsShow'>> {
+  const seen = new Map<string, StepView>();
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  const deadline = opts.timeoutMs === undefined ? undefined : setTimeout(() => stop.abort(), opts.timeoutMs);
+  let view: OpsOutput<'runsShow'>;
+  try {
+    view = await followRun(ops, id, {
+      signal: stop.signal,
+      onView: (v) => {
+        for (const s of v.steps) {
+          const line = stepProgressLine(seen.get(s.name), s);
+          if (line) opts.onLine?.(line);
+          seen.set(s.name, s);
+        }
+      },
+    });
+  } finally {
+    clearTimeout(deadline);
+    process.off('SIGINT', onSignal);
+  }
+  if (view.status === 'running' && opts.timeoutMs !== undefined && stop.signal.aborted) {
+    throw new TimedOut(`run ${id} still running after ${opts.timeoutText ?? formatDuration(opts.timeoutMs)}; it goes on ('opschain runs cancel ${id}' stops it)`);
+  }
+  return view;
+}
+
+/** The step tree and the headline of a run that ended, as `--wait` prints them on stderr. */
+export function runOutcomeLines(view: OpsOutput<'runsShow'>): string[] {
+  const t = table(RUN_TABLE_HEAD);
+  t.push(...runTreeRows(view));
+  return [t.toString(), runHeadline(view)];
 }

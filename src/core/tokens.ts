@@ -4,8 +4,16 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 export const TOKEN_PREFIX = { admin: 'ocadm_', registration: 'ocreg_', runner: 'ocrnr_' } as const;
 export type TokenKind = keyof typeof TOKEN_PREFIX;
 
-export function newSecret(kind: TokenKind): string {
-  return TOKEN_PREFIX[kind] + randomBytes(24).toString('base64url');
+/**
+ * An API token's prefix names its scope, so a `read` token does not look like an admin one in a
+ * CI variable or a scanner's report. Only a label: the scope that counts is the stored one, and
+ * `ocadm_` (every API token made before these prefixes) stays accepted whatever its scope.
+ */
+export const SCOPE_PREFIX = { read: 'ocread_', runs: 'ocruns_', levers: 'oclevers_', admin: 'ocadm_' } as const;
+
+export function newSecret(kind: TokenKind, scope?: Scope): string {
+  const prefix = kind === 'admin' && scope ? SCOPE_PREFIX[scope] : TOKEN_PREFIX[kind];
+  return prefix + randomBytes(24).toString('base64url');
 }
 
 export function hashSecret(secret: string): string {
@@ -13,6 +21,7 @@ export function hashSecret(secret: string): string {
 }
 
 export function secretKind(secret: string): TokenKind | undefined {
+  if (Object.values(SCOPE_PREFIX).some((p) => secret.startsWith(p))) return 'admin';
   return (Object.keys(TOKEN_PREFIX) as TokenKind[]).find((k) => secret.startsWith(TOKEN_PREFIX[k]));
 }
 

@@ -86,22 +86,39 @@ export async function postureLever(
     }
     const applied: PostureField[] = [];
     let untilMoved = false;
+    // One audit row per action of this call: `platform resume` lifting a halt and a system
+    // quiesce is one lever pulled, with each lifted posture's story in the row.
+    const changes = new Map<string, { target: string; postures: PostureField[]; held: Array<{ posture: PostureField; since: string | null; by: string | null; reason: string | null }> }>();
     for (const field of p.fields) {
       const r = await postureSet(client, { field, value: p.value, reason: p.reason ?? null, actor: p.actor, source: p.source ?? null, until });
       const action = POSTURE_ACTIONS[field];
       if (r.changed) {
         applied.push(field);
-        await auditRecord(client, {
-          actor: p.actor,
-          action: p.value ? action.on : action.off,
-          target: action.target,
-          source: p.source,
-          detail: { posture: field, reason: p.reason ?? null, until: until?.toISOString() ?? null, ...(p.value ? {} : { held_since: r.before?.since.toISOString() ?? null, held_by: r.before?.actor ?? null }) },
-        });
+        const name = p.value ? action.on : action.off;
+        const change = changes.get(name) ?? { target: action.target, postures: [], held: [] };
+        change.postures.push(field);
+        change.held.push({ posture: field, since: r.before?.since.toISOString() ?? null, by: r.before?.actor ?? null, reason: r.before?.reason ?? null });
+        changes.set(name, change);
       } else if (r.untilChanged) {
         untilMoved = true;
         await auditRecord(client, { actor: p.actor, action: `${action.on}.until`, target: action.target, source: p.source, detail: { posture: field, reason: p.reason ?? null, until: until?.toISOString() ?? null, previous_until: r.before?.until?.toISOString() ?? null } });
       }
+    }
+    for (const [action, c] of changes) {
+      const first = c.held[0];
+      await auditRecord(client, {
+        actor: p.actor,
+        action,
+        target: c.target,
+        source: p.source,
+        detail: {
+          posture: c.postures.join(','),
+          postures: c.postures,
+          reason: p.reason ?? null,
+          until: until?.toISOString() ?? null,
+          ...(p.value ? {} : { held_since: first.since, held_by: first.by, held: c.held }),
+        },
+      });
     }
     const posture = await postureJson(client, await postureRead(client));
     return { changed: applied.length > 0, applied, posture, ...(untilMoved ? { untilMoved } : {}) };

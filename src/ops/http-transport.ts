@@ -88,10 +88,21 @@ export function httpOps(opts: HttpOpsOptions): Ops {
     }
     const text = await res.text();
     let body: unknown;
+    let json = true;
     try {
       body = text ? JSON.parse(text) : undefined;
     } catch {
-      body = { error: { code: 'bad_answer', message: text.slice(0, 200) } };
+      json = false;
+    }
+    // Every answer of the API is JSON, and every refusal an {error: {code, message}} body: anything
+    // else (a web page, a proxy's error) came from some other server at that address.
+    const refusal = (body as { error?: { code?: unknown } } | undefined)?.error;
+    if (!json || (!res.ok && (typeof refusal !== 'object' || refusal === null || typeof refusal.code !== 'string'))) {
+      const type = (res.headers.get('content-type') ?? 'no content type').split(';')[0].trim();
+      throw new Unavailable(
+        `not an opschain server at ${server} (HTTP ${res.status}, ${type}); point --server / OPSCHAIN_SERVER at an opschain server`,
+        'not_opschain',
+      );
     }
     if (!res.ok) throw errorFromResponse(res.status, body, server);
     return body;

@@ -14,7 +14,7 @@ export interface RunCancelled {
   cancelled: boolean;
   /** Steps that were pending, ready or running and are now cancelled. */
   steps: string[];
-  /** Live leases revoked (their runners kill the step on their next renew or log call). */
+  /** Live leases revoked: each holding runner is notified and kills the step's process group at once. */
   revoked: number;
 }
 

@@ -117,6 +117,11 @@ export class RunnerAgent {
   private scopedPolls = new AbortController();
   /** Runs whose step log already says the runner's own cap binds. */
   private readonly clampNoted = new Set<number>();
+  /** Keep a watch call parked while steps run, until a server refuses the path (one that predates it). */
+  private watching = true;
+  /** Aborted when the steps to watch change: the parked watch is sent again with the new set. */
+  private watchSet = new AbortController();
+  private readonly watchStop = new AbortController();
 
   constructor(opts: AgentOptions) {
     this.opts = opts;
@@ -135,10 +140,13 @@ export class RunnerAgent {
   /** Resolves when the agent has stopped cleanly; rejects with the fatal error (401) otherwise. */
   async run(): Promise<void> {
     this.renewLoop = startLoop({ name: 'renew', clock: this.clock, log: this.log, once: () => this.renewOnce(), errorDelayMs: 1000 });
+    const watch = this.watchLoop();
     try {
       await this.pollLoop();
       await this.drain();
     } finally {
+      this.watchStop.abort();
+      await watch;
       await this.renewLoop.stop();
     }
     if (this.fatal) throw this.fatal;
@@ -358,6 +366,7 @@ export class RunnerAgent {
     this.log.info({ run_id: offer.run_id, step: offer.step, step_id: offer.step_id, attempt: offer.attempt, pid: execution.pid }, `step ${offer.step} of run ${offer.run_id} started`);
     this.events.emit('step:started', this.eventOf(step));
     this.renewLoop?.kick();
+    this.watchChanged();
     step.finished = this.finish(step);
   }
 
@@ -457,6 +466,48 @@ export class RunnerAgent {
     }
     const next = Math.min(...[...this.active.values()].map((s) => s.nextRenewAt), this.clock.now() + 60_000);
     return Math.max(0, next - this.clock.now());
+  }
+
+  /**
+   * Keeps one watch call parked while steps run, so a cancel reaches the runner at once instead of
+   * at the next renewal (up to a minute): the server answers it with the leases revoked, and
+   * their process groups are killed. Renewals still fence on their own if the watch is lost.
+   */
+  private async watchLoop(): Promise<void> {
+    while (this.watching && !this.watchStop.signal.aborted && !this.fatal) {
+      const watched = [...this.active.values()].filter((s) => !s.lost && !s.completing && !s.abandoned);
+      const changed = this.watchSet.signal;
+      const signal = AbortSignal.any([changed, this.watchStop.signal, this.hardAbort.signal]);
+      if (watched.length === 0) {
+        await new Promise<void>((resolve) => {
+          if (signal.aborted) return resolve();
+          signal.addEventListener('abort', () => resolve(), { once: true });
+        });
+      } else {
+        try {
+          const revoked = new Set(await this.client.watch(watched.map((s) => s.lease), this.pollWaitMs, signal));
+          for (const s of watched) if (revoked.has(s.offer.step_id) && this.active.get(s.offer.step_id) === s && !s.completing) this.leaseLost(s, 'cancel notice');
+        } catch (err) {
+          if (err instanceof CallAbortedError) {
+            // The set changed or the runner is stopping: look again.
+          } else if (err instanceof CredentialInvalidError) {
+            this.fail(err);
+          } else if (err instanceof ProtocolError && err.status === 404) {
+            this.log.warn('server predates the watch call; a cancel reaches this runner at its next renewal');
+            this.watching = false;
+          } else {
+            this.log.warn({ err: (err as Error).message }, 'watch refused; trying again');
+            await this.clock.sleep(1_000, signal).catch(() => {});
+          }
+        }
+      }
+      if (changed.aborted) this.watchSet = new AbortController();
+    }
+  }
+
+  /** The steps to watch changed (one started): the parked watch is sent again. */
+  private watchChanged(): void {
+    this.watchSet.abort();
   }
 
   private leaseLost(step: ActiveStep, where: string): void {

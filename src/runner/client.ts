@@ -180,6 +180,16 @@ export class RunnerClient {
     return this.batch('complete', { completions }, completions, signal);
   }
 
+  /**
+   * Parks until one of the leases is no longer this runner's (a cancel revoked it) or the window
+   * ends; returns the step ids no longer held (none at the window's end).
+   */
+  async watch(leases: LeaseRef[], waitMs: number | undefined, signal?: AbortSignal): Promise<number[]> {
+    const wait = waitMs ?? 50_000;
+    const r = await this.call('watch', { leases, ...(waitMs === undefined ? {} : { wait_ms: waitMs }) }, { auth: true, timeoutMs: wait + this.timeoutMs, signal });
+    return Array.isArray(r.body?.revoked) ? (r.body.revoked as unknown[]).map(Number) : [];
+  }
+
   /** Appends chunks to the step's log; 'lost' when the lease is fenced, 'full' when the step's log reached its cap. */
   async logs(stepId: number, token: string, chunks: LogChunk[], signal?: AbortSignal): Promise<'ok' | 'lost' | 'full'> {
     const r = await this.call('logs', { step_id: stepId, token, chunks }, { auth: true, timeoutMs: this.timeoutMs, signal, max500s: LOG_MAX_500S });

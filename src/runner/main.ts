@@ -17,17 +17,26 @@ export class RunnerConfigError extends Error {
  * it ended to an exit code (0 clean stop, 1 credential invalid). Setup problems throw
  * RunnerConfigError.
  */
-export async function runRunner(settings: RunnerSettings, log: Logger): Promise<number> {
+export async function runRunner(settings: RunnerSettings, log: Logger, outputGone?: AbortSignal): Promise<number> {
   const setupAbort = new AbortController();
   let agentStop: (() => void) | undefined;
   let unlockName: (() => void) | undefined;
+  let outputStopped = false;
   const onSignal = (sig: NodeJS.Signals) => {
     log.info({ signal: sig }, `${sig} received`);
     if (agentStop) agentStop();
     else setupAbort.abort();
   };
+  // Output gone: one graceful stop (running steps keep their grace); a later signal ends them.
+  const onOutputGone = () => {
+    if (outputStopped) return;
+    outputStopped = true;
+    if (agentStop) agentStop();
+    else setupAbort.abort();
+  };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  outputGone?.addEventListener('abort', onOutputGone, { once: true });
   try {
     let prepared;
     try {
@@ -43,6 +52,7 @@ export async function runRunner(settings: RunnerSettings, log: Logger): Promise<
     unlockName = unlock;
     agentStop = () => agent.stop();
     if (setupAbort.signal.aborted) return 0;
+    if (outputGone?.aborted) onOutputGone();
     log.info(
       { runner_id: identity.runnerId, name, servers, identity: identityFile, work_dir: workDir, max_parallel_steps: settings.maxParallelSteps },
       registered ? `runner ${name} registered as ${identity.runnerId}; polling ${servers[0]}` : `runner ${name} (${identity.runnerId}) resumed its identity; polling ${servers[0]}`,
@@ -65,5 +75,6 @@ export async function runRunner(settings: RunnerSettings, log: Logger): Promise<
     unlockName?.();
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    outputGone?.removeEventListener('abort', onOutputGone);
   }
 }

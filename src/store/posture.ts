@@ -2,11 +2,16 @@ import type { Pool, PoolClient } from './pool.js';
 
 type Db = Pool | PoolClient;
 
+/** Who put one posture in force, why and since when. */
+export interface PostureStory { posture: PostureField; reason: string | null; actor: string; since: Date }
+
 /**
  * The durable posture flags every dispatch tick reads (one row): fleet quiesce, platform halt and
- * system quiesce. reason/actor/since describe the most recent change of any of them.
+ * system quiesce. Each posture in force keeps its own story (`holds`, most severe first);
+ * reason/actor are those of the posture that holds offers now (the most severe), null when none
+ * is in force, and `since` is the time of the last change of any flag.
  */
-export interface FleetPosture { quiesced: boolean; halted: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: Date }
+export interface FleetPosture { quiesced: boolean; halted: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: Date; holds: PostureStory[] }
 
 /** The fleet_posture flag behind each posture. */
 export type PostureField = 'quiesced' | 'halted' | 'system_quiesced';
@@ -15,17 +20,34 @@ export const POSTURE_FIELDS: readonly PostureField[] = ['quiesced', 'halted', 's
 /** One posture in force: who pulled it, why, since when, and until when (null: until resumed). */
 export interface PostureHold { posture: PostureField; reason: string | null; actor: string; source: string | null; since: Date; until: Date | null }
 
+/** Severity order of the postures: the first in force is the one that holds offers. */
+const SEVERITY = `ARRAY['halted','system_quiesced','quiesced']`;
+
 export async function postureRead(db: Db): Promise<FleetPosture> {
-  const { rows } = await db.query(`SELECT quiesced, halted, system_quiesced, reason, actor, since FROM fleet_posture WHERE id`);
-  const r = rows[0] ?? { quiesced: false, halted: false, system_quiesced: false, reason: null, actor: null, since: new Date(0) };
-  return { quiesced: r.quiesced, halted: r.halted, systemQuiesced: r.system_quiesced, reason: r.reason, actor: r.actor, since: r.since };
+  // One statement: the flags and the story of each posture in force, read together.
+  const { rows } = await db.query(
+    `SELECT p.quiesced, p.halted, p.system_quiesced, p.reason, p.actor, p.since,
+            (SELECT coalesce(json_agg(json_build_object('posture', h.posture, 'reason', h.reason, 'actor', h.actor, 'since', h.since)
+                                      ORDER BY array_position(${SEVERITY}, h.posture)), '[]')
+               FROM posture_holds h) AS holds
+       FROM fleet_posture p WHERE p.id`,
+  );
+  const r = rows[0] ?? { quiesced: false, halted: false, system_quiesced: false, reason: null, actor: null, since: new Date(0), holds: [] };
+  const flags: Record<PostureField, boolean> = { halted: r.halted, system_quiesced: r.system_quiesced, quiesced: r.quiesced };
+  const holds: PostureStory[] = (r.holds as Array<{ posture: PostureField; reason: string | null; actor: string; since: string }>)
+    .filter((h) => flags[h.posture])
+    .map((h) => ({ posture: h.posture, reason: h.reason, actor: h.actor, since: new Date(h.since) }));
+  const holding = (['halted', 'system_quiesced', 'quiesced'] as const).find((f) => flags[f]);
+  // A flag with no story (set before stories were kept) falls back to the row's last change.
+  const story = holding ? (holds.find((h) => h.posture === holding) ?? { reason: r.reason, actor: r.actor }) : undefined;
+  return { quiesced: r.quiesced, halted: r.halted, systemQuiesced: r.system_quiesced, reason: story?.reason ?? null, actor: story?.actor ?? null, since: r.since, holds };
 }
 
 const mapHold = (r: any): PostureHold => ({ posture: r.posture, reason: r.reason, actor: r.actor, source: r.source, since: r.since, until: r.until });
 
 /** Every posture in force, with its story, in a fixed order. */
 export async function postureHoldsRead(db: Db): Promise<PostureHold[]> {
-  const { rows } = await db.query(`SELECT * FROM posture_holds ORDER BY array_position(ARRAY['halted','system_quiesced','quiesced'], posture)`);
+  const { rows } = await db.query(`SELECT * FROM posture_holds ORDER BY array_position(${SEVERITY}, posture)`);
   return rows.map(mapHold);
 }
 

@@ -39,9 +39,9 @@ export async function tokenCreate(
   db: Db,
   p: { kind: 'admin' | 'registration'; name: string; scope?: Scope; groups?: string[]; createdBy?: string | null; expiresInMs?: number | null },
 ): Promise<{ token: TokenRow; secret: string }> {
-  const secret = newSecret(p.kind as TokenKind);
-  const id = `tok_${randomBytes(6).toString('hex')}`;
   const scope = p.kind === 'admin' ? (p.scope ?? 'admin') : null;
+  const secret = newSecret(p.kind as TokenKind, scope ?? undefined);
+  const id = `tok_${randomBytes(6).toString('hex')}`;
   const groups = p.groups?.length ? [...new Set(p.groups)].sort() : null;
   const { rows } = await db.query(
     `INSERT INTO tokens (id, kind, name, hash, scope, created_by, expires_at, groups)

@@ -109,10 +109,16 @@ export interface TriggersQueueView {
   };
 }
 
+export interface PostureHoldView { posture: 'halted' | 'system_quiesced' | 'quiesced'; reason: string | null; actor: string; since: string }
+
 /** The aggregate queue view: `opschain admin queue --json`, `GET /api/admin/queue`, each NDJSON line of `--watch`. */
 export interface AdminQueueView {
   at: string;
-  postures: { halted: boolean; quiesced: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: string; drains: DrainView[] };
+  /**
+   * reason/actor: of the posture holding offers now (the most severe); `holds`: each posture in
+   * force with its own reason, actor and time, most severe first (absent from servers before it).
+   */
+  postures: { halted: boolean; quiesced: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: string; holds?: PostureHoldView[]; drains: DrainView[] };
   lanes: LaneView[];
   /** Per-lane counts are exact below this many ready entries and estimates beyond. */
   exactBound: number;
@@ -244,6 +250,7 @@ export function buildAdminQueue(s: AdminQueueSnapshot, opts: BuildOptions): Admi
       reason: s.posture.reason,
       actor: s.posture.actor,
       since: s.posture.since.toISOString(),
+      holds: s.posture.holds.map((h) => ({ posture: h.posture, reason: h.reason, actor: h.actor, since: h.since.toISOString() })),
       drains: s.drains.map((d) => ({ kind: d.kind, target: d.key, name: d.name, reason: d.reason, actor: d.actor, since: d.at?.toISOString() ?? null, ageMs: d.at ? Math.max(0, now - d.at.getTime()) : null })),
     },
     lanes,
@@ -380,9 +387,15 @@ export function replicasTable(v: AdminQueueView): CellTable {
 export function postureBanners(v: AdminQueueView): Array<{ text: string; tone: Tone }> {
   const out: Array<{ text: string; tone: Tone }> = [];
   const p = v.postures;
-  if (p.halted) out.push({ text: `PLATFORM HALTED${p.reason ? `: ${p.reason}` : ''}${p.actor ? ` (${p.actor})` : ''}`, tone: 'bad' });
-  if (p.systemQuiesced) out.push({ text: `SYSTEM QUIESCED${p.reason ? `: ${p.reason}` : ''}${p.actor ? ` (${p.actor})` : ''}`, tone: 'warn' });
-  if (p.quiesced) out.push({ text: `FLEET QUIESCED${p.reason ? `: ${p.reason}` : ''}${p.actor ? ` (${p.actor})` : ''}`, tone: 'warn' });
+  // Each banner tells its own posture's story; the shared reason only when a server sent no stories.
+  const story = (posture: PostureHoldView['posture']) => {
+    const h = p.holds?.find((x) => x.posture === posture);
+    if (!h) return `${p.reason ? `: ${p.reason}` : ''}${p.actor ? ` (${p.actor})` : ''}`;
+    return `${h.reason ? `: ${h.reason}` : ''} (${h.actor} since ${h.since})`;
+  };
+  if (p.halted) out.push({ text: `PLATFORM HALTED${story('halted')}`, tone: 'bad' });
+  if (p.systemQuiesced) out.push({ text: `SYSTEM QUIESCED${story('system_quiesced')}`, tone: 'warn' });
+  if (p.quiesced) out.push({ text: `FLEET QUIESCED${story('quiesced')}`, tone: 'warn' });
   const runners = p.drains.filter((d) => d.kind === 'runner').length;
   const groups = p.drains.filter((d) => d.kind === 'group');
   if (runners) out.push({ text: `${runners} runner${runners === 1 ? '' : 's'} drained`, tone: 'warn' });

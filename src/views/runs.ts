@@ -120,9 +120,20 @@ export function runTreeRows(view: RunView): string[][] {
   });
 }
 
+/**
+ * The run's status as people read it: a running run none of whose steps is out on a runner, with
+ * some waiting in the queue, is `queued` (it waits for a runner, nothing of it runs). Scripts read
+ * the stored status (`--json`), which stays `running`.
+ */
+export function runStatusText(status: RunStatus, steps: Array<{ status: StepStatus }>): string {
+  if (status !== 'running') return status;
+  const out = steps.some((s) => s.status === 'running');
+  return !out && steps.some((s) => s.status === 'ready') ? 'queued' : status;
+}
+
 export function runHeadline(view: RunView): string {
   const where = [view.project, view.target].filter(Boolean).join(' ');
-  return `run ${view.id} ${view.name} (${where}): ${view.status} after ${formatDuration(view.durationMs)}${view.cause ? ` — ${view.cause}` : ''}`;
+  return `run ${view.id} ${view.name} (${where}): ${runStatusText(view.status, view.steps)} after ${formatDuration(view.durationMs)}${view.cause ? ` — ${view.cause}` : ''}`;
 }
 
 /** `runs list --json` item. */

@@ -50,10 +50,10 @@ describe('scoped tokens and revocation, on every replica', () => {
     expect((await cli(secrets.levers, 'fleet', 'drain', 'builder', '--reason', 'deploy', '--json')).code).toBe(0);
     expect((await cli(secrets.levers, 'fleet', 'undrain', 'builder', '--json')).code).toBe(0);
     const create = await cli(secrets.levers, 'tokens', 'create', '--name', 'x', '--scope', 'read', '--json');
-    expect(create.code).toBe(2);
+    expect(create.code).toBe(7);
     expect(JSON.parse(create.stdout).error).toEqual({ code: 'scope_lacking', message: 'token t-levers has scope levers; POST /api/tokens needs scope admin' });
     const halt = await cli(secrets.levers, 'admin', 'platform', 'halt');
-    expect(halt.code).toBe(2);
+    expect(halt.code).toBe(7);
     expect(halt.stderr).toMatch(/^Error: token t-levers has scope levers; POST \/api\/admin\/platform\/halt needs scope admin/);
     expect((await db.current.pool.query(`SELECT halted FROM fleet_posture`)).rows[0]?.halted ?? false).toBe(false);
     const { rows } = await db.current.pool.query(`SELECT actor, action FROM audit_log WHERE action LIKE 'fleet.%' ORDER BY id`);
@@ -84,7 +84,7 @@ describe('scoped tokens and revocation, on every replica', () => {
     expect(done.stdout).toMatch(/hello \| hi from the runner/);
     expect(done.code).toBe(1);
     expect((await cli(secrets.runs, 'runs', 'retry', String(id), '--json')).code).toBe(0);
-    expect((await cli(secrets.runs, 'pools', 'set', 'db', '3')).code).toBe(2);
+    expect((await cli(secrets.runs, 'pools', 'set', 'db', '3')).code).toBe(7);
   });
 
   it('a revoked token is 401 on every replica, and so is an expired one', async () => {

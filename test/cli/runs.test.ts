@@ -54,7 +54,8 @@ describe('opschain runs', () => {
       ],
     });
     const human = await cli(['runs', 'show', String(id)]);
-    expect(human.stdout).toMatch(new RegExp(`^run ${id} diamond \\(default\\): running after`));
+    // Nothing is running: b and c wait in the queue, so the run reads queued, not running.
+    expect(human.stdout).toMatch(new RegExp(`^run ${id} diamond \\(default\\): queued after`));
     expect(human.stdout).toMatch(/└─ d \(needs b, c\)/);
     expect(human.stdout).toMatch(/build-01/);
     expect(human.stdout).toMatch(/waiting for a dispatch tick/);
