@@ -210,14 +210,17 @@ export interface BlockedGroup {
 
 /**
  * The blocked entries of these shards, one per (key, requirement, load): entries alike in those
- * get the same verdict, so one stands for all. Read through the small index of blocked entries.
+ * get the same verdict, so one stands for all.
  */
 export async function queueBlockedRead(db: Db, p: { shards: number[] }): Promise<BlockedGroup[]> {
+  // Grouped by hashing, not by sorting the whole blocked set on its requirement documents; the
+  // lowest step id of a group stands for it.
   const { rows } = await db.query(
-    `SELECT DISTINCT ON (blocked_on, requirement, load) *, count(*) OVER (PARTITION BY blocked_on, requirement, load) AS n
-       FROM queue_ready
-      WHERE blocked_on IS NOT NULL AND shard = ANY($1::smallint[])
-      ORDER BY blocked_on, requirement, load, lane, position`,
+    `WITH g AS (SELECT min(step_id) AS step_id, count(*) AS n
+                  FROM queue_ready
+                 WHERE blocked_on IS NOT NULL AND shard = ANY($1::smallint[])
+                 GROUP BY blocked_on, requirement, load)
+     SELECT q.*, g.n FROM g JOIN queue_ready q ON q.step_id = g.step_id`,
     [p.shards],
   );
   return rows.map((r) => ({ entry: mapEntry(r) as QueueEntry & { blockedOn: string }, count: Number(r.n) }));
