@@ -7,8 +7,11 @@ import { queueBlock, queueBlockedRead, queueUnblock } from '../store/queue.js';
 
 /** How often a replica checks its blocked entries again when nothing nudges it sooner. */
 export const UNBLOCK_EVERY_MS = 1_000;
-/** The soonest a nudge (a lease ended here) runs the check again after the last one. */
-export const UNBLOCK_NUDGED_MS = 250;
+/**
+ * How long after a lease ends here the entries set aside on what it freed are checked: at once,
+ * since that check reads only those keys through their index (a run at its cap waits for it).
+ */
+export const UNBLOCK_NUDGED_MS = 0;
 
 type Db = Pool | PoolClient;
 
@@ -82,14 +85,14 @@ export interface UnblockResult {
 }
 
 /**
- * One pass over the blocked entries of these shards: each group (key, requirement, load) whose
+ * One pass over the blocked entries of these shards (of these keys alone, when given): each group (key, requirement, load) whose
  * verdict no longer blocks on the same key goes back to the claim path at its own position, and
  * the dispatchers are woken. A group still blocked stays; one blocked for another reason comes
  * back too, and the next tick that meets it sets it aside under its new key.
  */
-export async function unblockOnce(db: Db, p: { shards: number[]; acceptExceeding: boolean }): Promise<UnblockResult> {
-  if (p.shards.length === 0) return { blocked: 0, returned: 0 };
-  const groups = await queueBlockedRead(db, { shards: p.shards });
+export async function unblockOnce(db: Db, p: { shards: number[]; acceptExceeding: boolean; keys?: string[] }): Promise<UnblockResult> {
+  if (p.shards.length === 0 || p.keys?.length === 0) return { blocked: 0, returned: 0 };
+  const groups = await queueBlockedRead(db, { shards: p.shards, keys: p.keys });
   if (groups.length === 0) return { blocked: 0, returned: 0 };
   const inputs = await verdictInputsRead(db, groups.map((g) => g.entry));
   const back = groups.filter((g) => keyOf(g.entry, inputs, p.acceptExceeding) !== g.entry.blockedOn).map((g) => g.entry);
@@ -98,27 +101,46 @@ export async function unblockOnce(db: Db, p: { shards: number[]; acceptExceeding
 }
 
 /**
- * When a replica next checks its blocked entries: every UNBLOCK_EVERY_MS, sooner
- * (UNBLOCK_NUDGED_MS) after a lease ended here. The check is one read of a small index when
- * nothing is blocked. What changes on other replicas (a pool released, a runner registered
- * there) is seen within UNBLOCK_EVERY_MS.
+ * When a replica next checks its blocked entries: all of them every UNBLOCK_EVERY_MS, and, sooner
+ * (UNBLOCK_NUDGED_MS), only those set aside on what leases that just ended here freed (their
+ * run-scoped runs, their pools), read through the key's index. What changes elsewhere (a
+ * pool released or a runner registered on another replica, an undrain) is seen by the full check,
+ * within UNBLOCK_EVERY_MS.
  */
 export class UnblockCadence {
-  private lastAt = Number.NEGATIVE_INFINITY;
-  private nudged = false;
+  private lastFullAt = Number.NEGATIVE_INFINITY;
+  private nudgedAt: number | null = null;
+  private readonly keys = new Set<string>();
 
-  /** A lease ended here (a slot, a pool hold or a run's cap may have freed). */
-  nudge(): void {
-    this.nudged = true;
+  /** Leases ended here: entries blocked on these keys may be placeable now. */
+  nudge(keys: string[], nowMs = Number.NEGATIVE_INFINITY): void {
+    if (keys.length === 0) return;
+    for (const k of keys) this.keys.add(k);
+    this.nudgedAt ??= nowMs;
   }
 
-  /** Ms until the next check is due (0: now). */
-  dueIn(nowMs: number): number {
-    return Math.max(0, this.lastAt + (this.nudged ? UNBLOCK_NUDGED_MS : UNBLOCK_EVERY_MS) - nowMs);
-  }
-
-  ran(nowMs: number): void {
-    this.lastAt = nowMs;
-    this.nudged = false;
+  /**
+   * What to check and when: `inMs` 0 means now; `keys` undefined is every blocked entry, else
+   * only those keys. Taking a due check counts it as run.
+   */
+  next(nowMs: number): { inMs: number; keys?: string[] } {
+    const fullIn = Math.max(0, this.lastFullAt + UNBLOCK_EVERY_MS - nowMs);
+    if (fullIn === 0) {
+      this.lastFullAt = nowMs;
+      this.keys.clear();
+      this.nudgedAt = null;
+      return { inMs: 0 };
+    }
+    if (this.nudgedAt !== null) {
+      const keyedIn = Math.max(0, this.nudgedAt + UNBLOCK_NUDGED_MS - nowMs);
+      if (keyedIn === 0) {
+        const keys = [...this.keys];
+        this.keys.clear();
+        this.nudgedAt = null;
+        return { inMs: 0, keys };
+      }
+      return { inMs: Math.min(fullIn, keyedIn) };
+    }
+    return { inMs: fullIn };
   }
 }

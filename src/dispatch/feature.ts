@@ -78,20 +78,20 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
     clock: ctx.clock,
     log: deps.log,
     once: async () => {
-      const due = unblock.dueIn(ctx.clock.now());
-      if (due > 0) return due;
-      unblock.ran(ctx.clock.now());
+      const next = unblock.next(ctx.clock.now());
+      if (next.inMs > 0) return next.inMs;
       // Entries that come back wake every dispatcher (the statement notifies), this one included.
-      await unblockOnce(deps.pool, { shards: deps.ownedShards(), acceptExceeding: deps.acceptExceeding });
-      return unblock.dueIn(ctx.clock.now());
+      await unblockOnce(deps.pool, { shards: deps.ownedShards(), acceptExceeding: deps.acceptExceeding, keys: next.keys });
+      return unblock.next(ctx.clock.now()).inMs;
     },
   });
   ctx.loops.push(unblockLoop);
   kickLoop = () => loop.kick();
   ctx.loops.push(loop);
   ctx.events.on('queue:enqueued', queueChanged);
-  ctx.events.on('lease:completed', () => {
-    unblock.nudge();
+  ctx.events.on('lease:completed', (c: { freed: string[] }) => {
+    if (c.freed.length === 0) return;
+    unblock.nudge(c.freed, ctx.clock.now());
     unblockLoop.kick();
   });
   // A quiesced replica answers its parked polls empty at once, so its runners fail over.

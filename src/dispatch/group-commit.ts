@@ -14,7 +14,7 @@ type Call =
   | { kind: 'complete'; items: CompletionRef[]; resolve: (ok: Set<string>) => void; reject: (err: unknown) => void };
 
 /** What a committed group changed, for the caller's signals. */
-export interface GroupApplied { ok: Map<Call, Set<string>>; completed: Array<{ runnerId: string; count: number }>; statuses: Record<'succeeded' | 'failed', number> }
+export interface GroupApplied { ok: Map<Call, Set<string>>; completed: Array<{ runnerId: string; count: number; freed: string[] }>; statuses: Record<'succeeded' | 'failed', number> }
 
 /**
  * Calls that may wait for one group, and groups in flight at once per replica. One: calls that
@@ -45,7 +45,7 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
   const renewed = await leaseRenew(client, { ttlMs: deps.ttlMs, items: of('renew').flatMap((c) => c.items) });
   const completions = of('complete').flatMap((c) => c.items as CompletionRef[]);
   const ended = new Set<string>();
-  const completed = new Map<string, number>();
+  const completed = new Map<string, { count: number; freed: Set<string> }>();
   const statuses = { succeeded: 0, failed: 0 };
   if (completions.length > 0) {
     const rows = await leaseComplete(client, { items: completions });
@@ -55,7 +55,12 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
     const outcomes: StepOutcome[] = rows.map((lease) => {
       const key = heldKey(lease);
       ended.add(key);
-      completed.set(lease.runnerId, (completed.get(lease.runnerId) ?? 0) + 1);
+      const mine = completed.get(lease.runnerId) ?? { count: 0, freed: new Set<string>() };
+      mine.count += 1;
+      // What the end frees for entries set aside on it: a slot of its run, a hold of its pools.
+      if (lease.runScope) mine.freed.add(`run:${lease.runId}`);
+      for (const p of lease.pools) mine.freed.add(`pool:${p}`);
+      completed.set(lease.runnerId, mine);
       const c = byKey.get(key)!;
       return {
         stepId: lease.stepId,
@@ -73,7 +78,7 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
   }
   const ok = new Map<Call, Set<string>>();
   for (const c of calls) ok.set(c, c.kind === 'ack' ? acked : c.kind === 'renew' ? renewed : ended);
-  return { ok, completed: [...completed].map(([runnerId, count]) => ({ runnerId, count })), statuses };
+  return { ok, completed: [...completed].map(([runnerId, { count, freed }]) => ({ runnerId, count, freed: [...freed] })), statuses };
 }
 
 /**

@@ -206,11 +206,11 @@ const LEASE_COMPLETE = prepared(
                  WHERE ${HELD_MATCH} RETURNING l.*),
           ${doneCte('token')},
           ${HOLDS_CTE}
-     SELECT d.step_id, d.run_id, d.attempt, d.token, d.runner_id FROM d`,
+     SELECT d.step_id, d.run_id, d.attempt, d.token, d.runner_id, d.run_scope, d.pools FROM d`,
 );
 
 /** A lease a completion ended: what the orchestrator is told of it. */
-export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token'> & { runnerId: string };
+export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'runScope'> & { runnerId: string; pools: string[] };
 
 /**
  * Ends leases whose tokens match, each presented by the runner that holds it (items of many
@@ -221,7 +221,7 @@ export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'to
 export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef[] }): Promise<CompletedLease[]> {
   if (p.items.length === 0) return [];
   const { rows } = await client.query(LEASE_COMPLETE(heldRefs(p.items)));
-  return rows.map((r) => ({ stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id }));
+  return rows.map((r) => ({ stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id, runScope: r.run_scope, pools: r.pools ?? [] }));
 }
 
 /**

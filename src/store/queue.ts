@@ -212,16 +212,16 @@ export interface BlockedGroup {
  * The blocked entries of these shards, one per (key, requirement, load): entries alike in those
  * get the same verdict, so one stands for all.
  */
-export async function queueBlockedRead(db: Db, p: { shards: number[] }): Promise<BlockedGroup[]> {
+export async function queueBlockedRead(db: Db, p: { shards: number[]; keys?: string[] }): Promise<BlockedGroup[]> {
   // Grouped by hashing, not by sorting the whole blocked set on its requirement documents; the
   // lowest step id of a group stands for it.
   const { rows } = await db.query(
     `WITH g AS (SELECT min(step_id) AS step_id, count(*) AS n
                   FROM queue_ready
-                 WHERE blocked_on IS NOT NULL AND shard = ANY($1::smallint[])
+                 WHERE blocked_on IS NOT NULL AND shard = ANY($1::smallint[]) AND ($2::text[] IS NULL OR blocked_on = ANY($2::text[]))
                  GROUP BY blocked_on, requirement, load)
      SELECT q.*, g.n FROM g JOIN queue_ready q ON q.step_id = g.step_id`,
-    [p.shards],
+    [p.shards, p.keys ?? null],
   );
   return rows.map((r) => ({ entry: mapEntry(r) as QueueEntry & { blockedOn: string }, count: Number(r.n) }));
 }
