@@ -1,0 +1,61 @@
+import type { CapacityLease, CapacityState } from '../core/capacity.js';
+import { fleetRead } from './fleet.js';
+import type { Pool } from './pool.js';
+import { postureRead } from './posture.js';
+import { mapEntry } from './queue.js';
+
+/**
+ * Everything `fleet demand` and `fleet what-if` judge, from one REPEATABLE READ, read-only
+ * snapshot (an entry is never both ready and leased in one answer): every ready entry in claim
+ * order, every live lease, the fleet with its running loads, the groups, pools (limits and
+ * holders), pins and out-counts of the runs on the queue, project names, the posture and now().
+ */
+export async function capacityRead(pool: Pool): Promise<CapacityState> {
+  const client = await pool.connect();
+  let began = false;
+  try {
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    began = true;
+    const now: Date = (await client.query(`SELECT now() AS now`)).rows[0].now;
+    const ready = await client.query(
+      `SELECT step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel,
+              site_stamp, ready_at, position, blocked_on
+         FROM queue_ready ORDER BY lane, ready_at, position`,
+    );
+    const leases = await client.query(`SELECT step_id, run_id, runner_id, executing, requirement, load FROM scheduler_job_leases`);
+    const runners = await fleetRead(client);
+    const groups = await client.query(
+      `SELECT name, attributes, exclusive FROM runner_groups
+       UNION ALL
+       SELECT DISTINCT group_name, '{}'::jsonb, false FROM runners
+        WHERE deleted_at IS NULL AND group_name IS NOT NULL AND group_name NOT IN (SELECT name FROM runner_groups)`,
+    );
+    const pools = await client.query(
+      `SELECT coalesce(l.name, h.pool) AS name, l.max_holders, coalesce(h.n, 0) AS held
+         FROM pool_limits l FULL JOIN (SELECT pool, count(*)::int AS n FROM pool_holds GROUP BY pool) h ON h.pool = l.name`,
+    );
+    const pins = await client.query(`SELECT run_id, runner_id FROM scheduler_run_pins`);
+    const outstanding = await client.query(`SELECT run_id, count(*)::int AS n FROM scheduler_job_leases GROUP BY run_id`);
+    const projects = await client.query(`SELECT name FROM projects`);
+    const posture = await postureRead(client);
+    await client.query('COMMIT');
+    began = false;
+    return {
+      now,
+      ready: ready.rows.map(mapEntry),
+      leases: leases.rows.map(
+        (r): CapacityLease => ({ stepId: Number(r.step_id), runId: Number(r.run_id), runnerId: r.runner_id, executing: r.executing, requirement: r.requirement ?? null, load: Number(r.load) }),
+      ),
+      runners,
+      groups: new Map(groups.rows.map((g) => [g.name as string, { attributes: (g.attributes ?? {}) as Record<string, string>, exclusive: Boolean(g.exclusive) }])),
+      pools: new Map(pools.rows.map((p) => [p.name as string, { limit: p.max_holders === null ? null : Number(p.max_holders), held: Number(p.held) }])),
+      pins: new Map(pins.rows.map((p) => [Number(p.run_id), p.runner_id as string])),
+      outstandingByRun: new Map(outstanding.rows.map((o) => [Number(o.run_id), o.n as number])),
+      projects: new Set(projects.rows.map((p) => p.name as string)),
+      postures: { halted: posture.halted, quiesced: posture.quiesced, systemQuiesced: posture.systemQuiesced, reason: posture.reason },
+    };
+  } finally {
+    if (began) await client.query('ROLLBACK').catch(() => undefined);
+    client.release();
+  }
+}
