@@ -20,7 +20,7 @@ export async function capacityRead(pool: Pool): Promise<CapacityState> {
     const ready = await client.query(
       `SELECT step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel,
               site_stamp, ready_at, position, blocked_on
-         FROM queue_ready ORDER BY lane, ready_at, position`,
+         FROM queue_ready`,
     );
     const leases = await client.query(`SELECT step_id, run_id, runner_id, executing, requirement, load FROM scheduler_job_leases`);
     const runners = await fleetRead(client);
@@ -42,7 +42,8 @@ export async function capacityRead(pool: Pool): Promise<CapacityState> {
     began = false;
     return {
       now,
-      ready: ready.rows.map(mapEntry),
+      // Claim order, sorted here rather than by the server: cheaper for a whole queue.
+      ready: ready.rows.map(mapEntry).sort((a, b) => a.lane - b.lane || a.readyAt.getTime() - b.readyAt.getTime() || a.position - b.position),
       leases: leases.rows.map(
         (r): CapacityLease => ({ stepId: Number(r.step_id), runId: Number(r.run_id), runnerId: r.runner_id, executing: r.executing, requirement: r.requirement ?? null, load: Number(r.load) }),
       ),
