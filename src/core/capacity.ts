@@ -215,8 +215,10 @@ export function demandOf(s: CapacityState, opts: { acceptExceeding: boolean; fai
   const verdicts = new Map<string, Verdict>();
   const groupsByReq = new Map<string, string[]>();
   const entries: EntryJudgement[] = [];
+  const reqKeys = new Map<PlacementRequirement | null, string>();
+  const reqKey = (r: PlacementRequirement | null) => reqKeys.get(r) ?? (reqKeys.set(r, JSON.stringify(r)), reqKeys.get(r)!);
   for (const e of s.ready) {
-    const req = JSON.stringify(e.requirement);
+    const req = reqKey(e.requirement);
     const own = s.pins.has(e.runId) || scopedRuns.has(e.runId);
     const key = `${req}|${e.load}|${e.pools.join(',')}|${own ? e.runId : ''}`;
     let v = verdicts.get(key);

@@ -1,4 +1,5 @@
 import type { CapacityLease, CapacityState } from '../core/capacity.js';
+import type { PlacementRequirement } from '../core/entry.js';
 import { fleetRead } from './fleet.js';
 import type { Pool } from './pool.js';
 import { postureRead } from './posture.js';
@@ -12,13 +13,21 @@ import { mapEntry } from './queue.js';
  */
 export async function capacityRead(pool: Pool): Promise<CapacityState> {
   const client = await pool.connect();
+  // A deep queue holds a handful of placement shapes: parse each once, and share the object.
+  const shapes = new Map<string, PlacementRequirement | null>();
+  const requirementOf = (text: string | null): PlacementRequirement | null => {
+    if (text === null) return null;
+    let req = shapes.get(text);
+    if (req === undefined) shapes.set(text, (req = JSON.parse(text) as PlacementRequirement));
+    return req;
+  };
   let began = false;
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     began = true;
     const now: Date = (await client.query(`SELECT now() AS now`)).rows[0].now;
     const ready = await client.query(
-      `SELECT step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel,
+      `SELECT step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement::text AS requirement, load, run_scope, max_parallel,
               site_stamp, ready_at, position, blocked_on
          FROM queue_ready`,
     );
@@ -43,7 +52,7 @@ export async function capacityRead(pool: Pool): Promise<CapacityState> {
     return {
       now,
       // Claim order, sorted here rather than by the server: cheaper for a whole queue.
-      ready: ready.rows.map(mapEntry).sort((a, b) => a.lane - b.lane || a.readyAt.getTime() - b.readyAt.getTime() || a.position - b.position),
+      ready: ready.rows.map((r) => mapEntry({ ...r, requirement: requirementOf(r.requirement) })).sort((a, b) => a.lane - b.lane || a.readyAt.getTime() - b.readyAt.getTime() || a.position - b.position),
       leases: leases.rows.map(
         (r): CapacityLease => ({ stepId: Number(r.step_id), runId: Number(r.run_id), runnerId: r.runner_id, executing: r.executing, requirement: r.requirement ?? null, load: Number(r.load) }),
       ),
