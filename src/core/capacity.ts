@@ -30,7 +30,7 @@ export interface CapacityLease {
 /** The queue, the fleet and the policy at one instant: what demand and what-if judge. */
 export interface CapacityState {
   now: Date;
-  /** Every ready entry, in claim order (lane, ready_at, position). */
+  /** Every ready entry, in claim order (lane, ready_at, position); shard, attempt, priority and site stamp are not read (0, 1, 0, null). */
   ready: QueueEntry[];
   leases: CapacityLease[];
   runners: CapacityRunner[];

@@ -119,6 +119,8 @@ export function planDelivery(input: PlanInput): PlanOutput {
   const special = new Set<number>(runnerRuns.values());
   for (const w of input.waiters) if (w.onlyRunId !== null) special.add(w.onlyRunId);
   const noRoom = new Map<string, { code: ReturnCode; reason: string }>();
+  const shapes = new Map<QueueEntry['requirement'], string>();
+  const shapeOf = (r: QueueEntry['requirement']) => shapes.get(r) ?? (shapes.set(r, JSON.stringify(r)), shapes.get(r)!);
 
   const order = new DispatchOrder(input.claims, fair);
   for (let entry = order.next(); entry; entry = order.next()) {
@@ -129,7 +131,7 @@ export function planDelivery(input: PlanInput): PlanOutput {
     }
     const pinned = pins.get(entry.runId);
     const scoped = entry.runScope || pinned !== undefined;
-    const shape = !scoped && entry.pools.length === 0 && !special.has(entry.runId) ? JSON.stringify(entry.requirement) : undefined;
+    const shape = !scoped && entry.pools.length === 0 && !special.has(entry.runId) ? shapeOf(entry.requirement) : undefined;
     const known = shape === undefined ? undefined : noRoom.get(shape);
     if (known) {
       back(entry, known.code, known.reason);

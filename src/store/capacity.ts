@@ -27,8 +27,8 @@ export async function capacityRead(pool: Pool): Promise<CapacityState> {
     began = true;
     const now: Date = (await client.query(`SELECT now() AS now`)).rows[0].now;
     const ready = await client.query(
-      `SELECT step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement::text AS requirement, load, run_scope, max_parallel,
-              site_stamp, ready_at, position, blocked_on
+      // What the verdicts and the planner read of an entry, and no more: a whole queue crosses here.
+      `SELECT step_id, run_id, lane, fair_key, weight, pools, requirement::text AS requirement, load, run_scope, max_parallel, ready_at, position
          FROM queue_ready`,
     );
     const leases = await client.query(`SELECT step_id, run_id, runner_id, executing, requirement, load FROM scheduler_job_leases`);
@@ -52,7 +52,7 @@ export async function capacityRead(pool: Pool): Promise<CapacityState> {
     return {
       now,
       // Claim order, sorted here rather than by the server: cheaper for a whole queue.
-      ready: ready.rows.map((r) => mapEntry({ ...r, requirement: requirementOf(r.requirement) })).sort((a, b) => a.lane - b.lane || a.readyAt.getTime() - b.readyAt.getTime() || a.position - b.position),
+      ready: ready.rows.map((r) => mapEntry({ ...r, shard: 0, attempt: 1, priority: 0, site_stamp: null, requirement: requirementOf(r.requirement) })).sort((a, b) => a.lane - b.lane || a.readyAt.getTime() - b.readyAt.getTime() || a.position - b.position),
       leases: leases.rows.map(
         (r): CapacityLease => ({ stepId: Number(r.step_id), runId: Number(r.run_id), runnerId: r.runner_id, executing: r.executing, requirement: r.requirement ?? null, load: Number(r.load) }),
       ),
