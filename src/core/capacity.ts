@@ -32,6 +32,11 @@ export interface CapacityState {
   now: Date;
   /** Every ready entry, in claim order (lane, ready_at, position); shard, attempt, priority and site stamp are not read (0, 1, 0, null). */
   ready: QueueEntry[];
+  /**
+   * A queue deeper than the read's bound: the entries after `ready` in claim order, counted by
+   * shape with the oldest ready_at. Judged by the verdict alone (never `starting`; no pins).
+   */
+  tail: Array<{ requirement: PlacementRequirement | null; pools: string[]; load: number; count: number; oldestReadyAt: Date }>;
   leases: CapacityLease[];
   runners: CapacityRunner[];
   /** Every group that exists (a row, or a runner naming it), with its attributes. */
@@ -91,6 +96,8 @@ export interface EntryJudgement {
 }
 
 export interface Demand {
+  /** Entries judged by shape beyond the read's bound (CapacityState.tail), by reason. */
+  tail: Record<DemandReason, number>;
   groups: GroupDemand[];
   /** Every entry counted once, however many groups it is attributed to. */
   total: GroupDemand;
@@ -252,6 +259,22 @@ export function demandOf(s: CapacityState, opts: { acceptExceeding: boolean; fai
     for (const g of j.groups) count(row(g), j);
     count(total, j);
   }
+  // Beyond the bound: one synthetic entry per shape, its verdict for all of them.
+  const tail = emptyReasons();
+  for (const t of s.tail) {
+    const e: QueueEntry = { stepId: 0, runId: 0, shard: 0, attempt: 1, priority: 0, lane: 2, fairKey: '', weight: 1, pools: t.pools, requirement: t.requirement, load: t.load, runScope: false, maxParallel: 1, siteStamp: null, readyAt: t.oldestReadyAt, position: 0 };
+    const v = verdict(e, fleet, postures, pools, new Map());
+    const reason = reasonOf(e, v, undefined, new Map());
+    const groups = groupsByReq.get(reqKey(t.requirement)) ?? groupsOf(t.requirement, s.runners, s.groups);
+    tail[reason] += t.count;
+    for (const d of [...groups.map(row), total]) {
+      d.byReason[reason] += t.count;
+      if (reason === 'capacity') {
+        d.capacity += t.count;
+        d.oldestCapacityWaitSeconds = Math.max(d.oldestCapacityWaitSeconds, Math.max(0, (nowMs - t.oldestReadyAt.getTime()) / 1000));
+      } else d.blocked += t.count;
+    }
+  }
   for (const r of s.runners) {
     const c = runnerCondition(r);
     row(groupName(r.group)).runners[c] += 1;
@@ -265,7 +288,7 @@ export function demandOf(s: CapacityState, opts: { acceptExceeding: boolean; fai
   }
   for (const d of [...rows.values(), total]) d.stepsWanted = d.leased + d.running + d.byReason.starting + d.capacity;
   const groups = [...rows.values()].sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : 0));
-  return { groups, total, entries, plan };
+  return { tail, groups, total, entries, plan };
 }
 
 /** The levers a what-if tries, runner names already resolved to ids. */

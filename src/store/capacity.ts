@@ -5,13 +5,19 @@ import type { Pool } from './pool.js';
 import { postureRead } from './posture.js';
 import { mapEntry } from './queue.js';
 
+/** How many ready entries, in claim order, a capacity read judges one by one; the rest by shape. */
+export const CAPACITY_ENTRY_LIMIT = 20_000;
+
 /**
  * Everything `fleet demand` and `fleet what-if` judge, from one REPEATABLE READ, read-only
  * snapshot (an entry is never both ready and leased in one answer): every ready entry in claim
  * order, every live lease, the fleet with its running loads, the groups, pools (limits and
  * holders), pins and out-counts of the runs on the queue, project names, the posture and now().
+ * A queue deeper than `limit` is read in claim order up to it, and the rest counted by
+ * (placement, pools, load) with its oldest ready_at, in SQL: a million entries never cross here.
  */
-export async function capacityRead(pool: Pool): Promise<CapacityState> {
+export async function capacityRead(pool: Pool, opts: { limit?: number } = {}): Promise<CapacityState> {
+  const limit = opts.limit ?? CAPACITY_ENTRY_LIMIT;
   const client = await pool.connect();
   // A deep queue holds a handful of placement shapes: parse each once, and share the object.
   const shapes = new Map<string, PlacementRequirement | null>();
@@ -26,11 +32,24 @@ export async function capacityRead(pool: Pool): Promise<CapacityState> {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     began = true;
     const now: Date = (await client.query(`SELECT now() AS now`)).rows[0].now;
-    const ready = await client.query(
-      // What the verdicts and the planner read of an entry, and no more: a whole queue crosses here.
-      `SELECT step_id, run_id, lane, fair_key, weight, pools, requirement::text AS requirement, load, run_scope, max_parallel, ready_at, position
-         FROM queue_ready`,
-    );
+    // What the verdicts and the planner read of an entry, and no more.
+    const columns = `step_id, run_id, lane, fair_key, weight, pools, requirement::text AS requirement, load, run_scope, max_parallel, ready_at, position`;
+    const deep = (await client.query(`SELECT count(*)::int AS n FROM (SELECT 1 FROM queue_ready LIMIT $1) x`, [limit + 1])).rows[0].n > limit;
+    const ready = deep
+      ? await client.query(`SELECT ${columns}, ready_at::text AS ready_key FROM queue_ready ORDER BY lane, ready_at, position LIMIT $1`, [limit])
+      : await client.query(`SELECT ${columns} FROM queue_ready`);
+    let tail: CapacityState['tail'] = [];
+    if (deep) {
+      // The last of the head in claim order, its time as the server's text (microseconds, not a Date's milliseconds).
+      const last = ready.rows[ready.rows.length - 1];
+      const { rows } = await client.query(
+        `SELECT requirement::text AS requirement, pools, load, count(*)::int AS n, min(ready_at) AS oldest
+           FROM queue_ready WHERE (lane, ready_at, position) > ($1, $2::timestamptz, $3)
+          GROUP BY 1, 2, 3`,
+        [last.lane, last.ready_key, last.position],
+      );
+      tail = rows.map((r) => ({ requirement: requirementOf(r.requirement), pools: r.pools ?? [], load: Number(r.load), count: r.n, oldestReadyAt: r.oldest }));
+    }
     const leases = await client.query(`SELECT step_id, run_id, runner_id, executing, requirement, load FROM scheduler_job_leases`);
     const runners = await fleetRead(client);
     const groups = await client.query(
@@ -51,6 +70,7 @@ export async function capacityRead(pool: Pool): Promise<CapacityState> {
     began = false;
     return {
       now,
+      tail,
       // Claim order, sorted here rather than by the server: cheaper for a whole queue.
       ready: ready.rows.map((r) => mapEntry({ ...r, shard: 0, attempt: 1, priority: 0, site_stamp: null, requirement: requirementOf(r.requirement) })).sort((a, b) => a.lane - b.lane || a.readyAt.getTime() - b.readyAt.getTime() || a.position - b.position),
       leases: leases.rows.map(

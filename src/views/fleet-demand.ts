@@ -23,6 +23,8 @@ export interface FleetDemandView {
   /** Capacity-bound entries by placement shape, the largest first; `shapesOmitted` more beyond. */
   shapes: DemandShape[];
   shapesOmitted: number;
+  /** Entries beyond the read's bound (20,000 in claim order), judged by shape: counted above, never as starting. */
+  judgedByShape: number;
 }
 
 /** The demand read model: per group rows (or the named ones), the total, and the shapes of capacity-bound work. */
@@ -47,6 +49,7 @@ export function buildFleetDemand(s: CapacityState, d: Demand, opts: { groups?: s
     total: d.total,
     shapes: shapes.slice(0, DEMAND_SHAPES_SHOWN),
     shapesOmitted: Math.max(0, shapes.length - DEMAND_SHAPES_SHOWN),
+    judgedByShape: s.tail.reduce((n, t) => n + t.count, 0),
   };
 }
 
@@ -114,12 +117,14 @@ export function buildFleetWhatIf(s: CapacityState, w: WhatIf, opts: { limit: num
   const waiting = w.after.entries.filter((j) => j.reason !== 'starting');
   const byReason = Object.fromEntries(DEMAND_REASONS.map((r) => [r, 0])) as Record<DemandReason, number>;
   for (const j of waiting) byReason[j.reason] += 1;
+  for (const r of DEMAND_REASONS) byReason[r] += w.after.tail[r];
+  const beyond = DEMAND_REASONS.reduce((n, r) => n + w.after.tail[r], 0);
   const changedFirst = [...waiting].sort((a, b) => Number(was.get(a.entry.stepId) === a.reason) - Number(was.get(b.entry.stepId) === b.reason));
   return {
     at: s.now.toISOString(),
     starts,
     stays: {
-      total: waiting.length,
+      total: waiting.length + beyond,
       byReason,
       shown: changedFirst.slice(0, opts.limit).map((j) => ({
         stepId: j.entry.stepId,

@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricsApi } from '../../src/api/metrics.js';
-import { DEMAND_REASONS } from '../../src/core/capacity.js';
+import { DEMAND_REASONS, demandOf } from '../../src/core/capacity.js';
 import { fleetDemand } from '../../src/ops/capacity.js';
 import type { OpsContext } from '../../src/ops/context.js';
 import type { ServerHandle } from '../../src/server.js';
+import { capacityRead } from '../../src/store/capacity.js';
 import { fleetDrainSet } from '../../src/store/fleet.js';
 import { poolLimitSet } from '../../src/store/pools.js';
+import { buildFleetDemand } from '../../src/views/fleet-demand.js';
 import { useTestDatabase } from '../support/db.js';
 import { insertLease, insertRunner } from '../support/fleet.js';
 import { runInProcess } from '../support/inproc.js';
@@ -76,6 +78,20 @@ describe('fleet demand: per group, what waits for capacity and what waits for so
       [{ group: 'build' }, 5],
       [{ group: 'deploy' }, 2],
     ]);
+  });
+
+  it('a queue deeper than the bound is read in claim order up to it and the rest judged by shape in SQL', async () => {
+    const s = await capacityRead(db.current.pool, { limit: 5 });
+    expect(s.ready.map((e) => e.runId)).toEqual(Array(5).fill(seeded.capacity.runId));
+    const view = buildFleetDemand(s, demandOf(s, { acceptExceeding: true }));
+    expect(view.judgedByShape).toBe(12);
+    const byGroup = Object.fromEntries(view.groups.map((g) => [g.group, g]));
+    expect(byGroup.build.byReason).toEqual({ ...zero, capacity: 5, pool: 3 });
+    // Beyond the bound nothing is planned: the deploy step that would start counts as capacity.
+    expect(byGroup.deploy.byReason).toEqual({ ...zero, capacity: 3 });
+    expect(byGroup.old.byReason).toEqual({ ...zero, offline: 2 });
+    expect(byGroup['(unmatched)'].byReason).toEqual({ ...zero, unmatched: 4 });
+    expect(view.total).toMatchObject({ capacity: 8, blocked: 9 });
   });
 
   it('--group keeps that row; an unknown group is not found (exit 3), named', async () => {
