@@ -30,7 +30,7 @@ export interface CapacityLease {
 /** The queue, the fleet and the policy at one instant: what demand and what-if judge. */
 export interface CapacityState {
   now: Date;
-  /** Every ready entry, in claim order (lane, ready_at, position); shard, attempt, priority and site stamp are not read (0, 1, 0, null). */
+  /** Every ready entry (the first of a deep queue in claim order), in no particular order; shard, attempt, priority and site stamp are not read (0, 1, 0, null). */
   ready: QueueEntry[];
   /**
    * A queue deeper than the read's bound: the entries after `ready` in claim order, counted by
@@ -219,7 +219,7 @@ export function demandOf(s: CapacityState, opts: { acceptExceeding: boolean; fai
   // over 500 runners is a handful of shapes). A run that pins, holds or is held by a runner is
   // judged on its own.
   const scopedRuns = new Set(runnerRuns.values());
-  const verdicts = new Map<string, Verdict>();
+  const verdicts = new Map<PlacementRequirement | null, Map<string, Verdict>>();
   const groupsByReq = new Map<string, string[]>();
   const entries: EntryJudgement[] = [];
   const reqKeys = new Map<PlacementRequirement | null, string>();
@@ -227,9 +227,11 @@ export function demandOf(s: CapacityState, opts: { acceptExceeding: boolean; fai
   for (const e of s.ready) {
     const req = reqKey(e.requirement);
     const own = s.pins.has(e.runId) || scopedRuns.has(e.runId);
-    const key = `${req}|${e.load}|${e.pools.join(',')}|${own ? e.runId : ''}`;
-    let v = verdicts.get(key);
-    if (!v) verdicts.set(key, (v = verdict(e, fleet, postures, pools, s.pins)));
+    const key = `${e.load}|${e.pools.length ? e.pools.join(',') : ''}|${own ? e.runId : ''}`;
+    let byKey = verdicts.get(e.requirement);
+    if (!byKey) verdicts.set(e.requirement, (byKey = new Map()));
+    let v = byKey.get(key);
+    if (!v) byKey.set(key, (v = verdict(e, fleet, postures, pools, s.pins)));
     const pinned = s.pins.get(e.runId);
     let groups: string[];
     if (pinned !== undefined && byId.has(pinned)) groups = [groupName(byId.get(pinned)!.group)];

@@ -33,7 +33,7 @@ export async function capacityRead(pool: Pool, opts: { limit?: number } = {}): P
     began = true;
     const now: Date = (await client.query(`SELECT now() AS now`)).rows[0].now;
     // What the verdicts and the planner read of an entry, and no more.
-    const columns = `step_id, run_id, lane, fair_key, weight, pools, requirement::text AS requirement, load, run_scope, max_parallel, ready_at, position`;
+    const columns = `step_id, run_id, 0 AS shard, 1 AS attempt, 0 AS priority, NULL::text AS site_stamp, lane, fair_key, weight, pools, requirement::text AS requirement, load, run_scope, max_parallel, ready_at, position`;
     const deep = (await client.query(`SELECT count(*)::int AS n FROM (SELECT 1 FROM queue_ready LIMIT $1) x`, [limit + 1])).rows[0].n > limit;
     const ready = deep
       ? await client.query(`SELECT ${columns}, ready_at::text AS ready_key FROM queue_ready ORDER BY lane, ready_at, position LIMIT $1`, [limit])
@@ -71,8 +71,11 @@ export async function capacityRead(pool: Pool, opts: { limit?: number } = {}): P
     return {
       now,
       tail,
-      // Claim order, sorted here rather than by the server: cheaper for a whole queue.
-      ready: ready.rows.map((r) => mapEntry({ ...r, shard: 0, attempt: 1, priority: 0, site_stamp: null, requirement: requirementOf(r.requirement) })).sort((a, b) => a.lane - b.lane || a.readyAt.getTime() - b.readyAt.getTime() || a.position - b.position),
+      // In no particular order: the planner orders its claims itself, and views sort what they list.
+      ready: ready.rows.map((r) => {
+        r.requirement = requirementOf(r.requirement);
+        return mapEntry(r);
+      }),
       leases: leases.rows.map(
         (r): CapacityLease => ({ stepId: Number(r.step_id), runId: Number(r.run_id), runnerId: r.runner_id, executing: r.executing, requirement: r.requirement ?? null, load: Number(r.load) }),
       ),

@@ -29,17 +29,29 @@ export interface FleetDemandView {
 
 /** The demand read model: per group rows (or the named ones), the total, and the shapes of capacity-bound work. */
 export function buildFleetDemand(s: CapacityState, d: Demand, opts: { groups?: string[] } = {}): FleetDemandView {
-  const byShape = new Map<string, DemandShape>();
+  const byShape = new Map<PlacementRequirement | null, DemandShape>();
   const nowMs = s.now.getTime();
   for (const j of d.entries) {
     if (j.reason !== 'capacity') continue;
-    const key = JSON.stringify(j.entry.requirement);
+    // By object first (the capacity read parses each shape once), cheap for a deep queue.
+    const key = j.entry.requirement;
     let shape = byShape.get(key);
     if (!shape) byShape.set(key, (shape = { requirement: j.entry.requirement, groups: j.groups, capacity: 0, oldestCapacityWaitSeconds: 0 }));
     shape.capacity += 1;
     shape.oldestCapacityWaitSeconds = Math.max(shape.oldestCapacityWaitSeconds, Math.max(0, (nowMs - j.entry.readyAt.getTime()) / 1000));
   }
-  const shapes = [...byShape.values()].sort((a, b) => b.capacity - a.capacity || b.oldestCapacityWaitSeconds - a.oldestCapacityWaitSeconds);
+  // Equal requirements parsed apart (another source than the capacity read) still merge here.
+  const merged = new Map<string, DemandShape>();
+  for (const sh of byShape.values()) {
+    const k = JSON.stringify(sh.requirement);
+    const m = merged.get(k);
+    if (!m) merged.set(k, sh);
+    else {
+      m.capacity += sh.capacity;
+      m.oldestCapacityWaitSeconds = Math.max(m.oldestCapacityWaitSeconds, sh.oldestCapacityWaitSeconds);
+    }
+  }
+  const shapes = [...merged.values()].sort((a, b) => b.capacity - a.capacity || b.oldestCapacityWaitSeconds - a.oldestCapacityWaitSeconds);
   const wanted = opts.groups ? new Set(opts.groups) : null;
   return {
     at: s.now.toISOString(),
@@ -113,13 +125,18 @@ export function buildFleetWhatIf(s: CapacityState, w: WhatIf, opts: { limit: num
   const was = new Map(w.before.entries.map((j) => [j.entry.stepId, j.reason]));
   const starts = w.after.entries
     .filter((j) => j.reason === 'starting')
+    .sort((a, b) => a.entry.stepId - b.entry.stepId)
     .map((j) => ({ stepId: j.entry.stepId, runId: j.entry.runId, runnerId: j.runnerId!, runner: nameOf(j.runnerId!) }));
   const waiting = w.after.entries.filter((j) => j.reason !== 'starting');
   const byReason = Object.fromEntries(DEMAND_REASONS.map((r) => [r, 0])) as Record<DemandReason, number>;
   for (const j of waiting) byReason[j.reason] += 1;
   for (const r of DEMAND_REASONS) byReason[r] += w.after.tail[r];
   const beyond = DEMAND_REASONS.reduce((n, r) => n + w.after.tail[r], 0);
-  const changedFirst = [...waiting].sort((a, b) => Number(was.get(a.entry.stepId) === a.reason) - Number(was.get(b.entry.stepId) === b.reason));
+  // Changed ones first, then in claim order (lane, ready_at, position).
+  const claimOrder = (a: (typeof waiting)[number], b: (typeof waiting)[number]) => a.entry.lane - b.entry.lane || a.entry.readyAt.getTime() - b.entry.readyAt.getTime() || a.entry.position - b.entry.position;
+  const changed = waiting.filter((j) => was.get(j.entry.stepId) !== j.reason).sort(claimOrder);
+  const same = opts.limit > changed.length ? waiting.filter((j) => was.get(j.entry.stepId) === j.reason).sort(claimOrder) : [];
+  const changedFirst = [...changed, ...same];
   return {
     at: s.now.toISOString(),
     starts,
