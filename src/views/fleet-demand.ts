@@ -157,3 +157,14 @@ export function buildFleetWhatIf(s: CapacityState, w: WhatIf, opts: { limit: num
     startsBefore: w.before.entries.filter((j) => j.reason === 'starting').length,
   };
 }
+
+/** One line for the console: what a drain or undrain of one runner would do on the next tick. */
+export function whatIfLine(runnerName: string, drained: boolean, v: Pick<FleetWhatIfView, 'starts' | 'startsBefore' | 'stays' | 'orphaned' | 'stalled' | 'demand'>): string {
+  const parts = [
+    `what if ${runnerName} were ${drained ? 'drained' : 'undrained'}: ${v.starts.length} start next tick (${v.startsBefore} now)`,
+    `${v.stays.total} wait, ${v.demand.after.capacity} for capacity (${v.demand.before.capacity} now)`,
+  ];
+  if (v.orphaned.length) parts.push(`${v.orphaned.length} running step${v.orphaned.length === 1 ? '' : 's'} left with no other runner`);
+  if (v.stalled.length) parts.push(`${v.stalled.length} pinned run${v.stalled.length === 1 ? '' : 's'} stall`);
+  return `${parts.join('; ')} (nothing changed)`;
+}
