@@ -11,6 +11,7 @@ import { queueNotify } from '../src/store/queue.js';
 import { tokenCreate } from '../src/store/tokens.js';
 import type { BenchArgs, ScenarioName, Sizes } from './args.js';
 import type { Baseline } from './baseline.js';
+import { capacityFigures } from './capacity.js';
 import { consoleFigures } from './console.js';
 import { startupFigures } from './startup.js';
 import { triggerFigures } from './triggers.js';
@@ -344,6 +345,8 @@ export class OpschainBench {
         return triggerFigures(this.env, (label, replicas) => this.deploy(label, replicas));
       case 'startup':
         return startupFigures(this.env);
+      case 'capacity':
+        return capacityFigures(this.env);
     }
   }
 

@@ -1,9 +1,11 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { DEMAND_REASONS, demandOf } from '../core/capacity.js';
 import { LANE_NAMES, SHARD_COUNT } from '../core/entry.js';
 import { onDispatch } from '../dispatch/events.js';
 import { LEASE_VACUUM_EVERY } from '../dispatch/group-commit.js';
 import type { Feature, ServerContext } from '../server.js';
 import { queueLaneDepth } from '../store/admin-queue.js';
+import { capacityRead } from '../store/capacity.js';
 import { gaugeSnapshotRead } from '../store/metrics.js';
 import { isStoreUnavailable, poolObserve } from '../store/pool.js';
 import { postureRead } from '../store/posture.js';
@@ -57,6 +59,14 @@ export class OpschainMetrics {
   readonly leader = new Gauge({ name: 'opschain_leader', help: '1 while this replica holds the cron-leader lease.', registers: this.r });
   readonly member = new Gauge({ name: 'opschain_replica_member', help: '1 while this replica is in the live membership (0 while quiesced).', registers: this.r });
   readonly parked = new Gauge({ name: 'opschain_acquires_parked', help: 'Runner acquire calls parked on this replica now.', registers: this.r });
+  readonly groupDemand = new Gauge({
+    name: 'opschain_group_demand',
+    help: `Ready entries attributed to each runner group (a group that exists, "(none)" for runners with no group, "(unmatched)" for work no runner matches), by why they wait: ${DEMAND_REASONS.join(', ')}. reason="capacity" is the autoscaling signal: more runners of that group would start them now (docs/autoscaling.md).`,
+    labelNames: ['group', 'reason'],
+    registers: this.r,
+  });
+  readonly groupOldestWait = new Gauge({ name: 'opschain_group_oldest_wait_seconds', help: 'How long the oldest capacity-bound entry of each runner group has been ready; 0 when none (database clock).', labelNames: ['group'], registers: this.r });
+  readonly groupRunners = new Gauge({ name: 'opschain_group_runners', help: 'Registered runners of each group by condition: offline, else drained, else busy (a lease out), else idle.', labelNames: ['group', 'state'], registers: this.r });
   readonly storeUp = new Gauge({ name: 'opschain_store_up', help: '1 when this scrape could read the store; 0 and the store-wide gauges are stale when it could not.', registers: this.r });
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
@@ -103,6 +113,17 @@ async function refreshGauges(m: OpschainMetrics, ctx: ServerContext): Promise<vo
     }
     for (const s of RUNNER_STATES) m.runners.set({ state: s }, snap.runners.byState[s] ?? 0);
     m.runnersDrained.set(snap.runners.drained);
+    // Groups come and go: start from empty so a removed group's series disappear.
+    const capacity = await capacityRead(ctx.pool);
+    const demand = demandOf(capacity, { acceptExceeding: ctx.config.acceptExceeding });
+    m.groupDemand.reset();
+    m.groupOldestWait.reset();
+    m.groupRunners.reset();
+    for (const g of demand.groups) {
+      for (const reason of DEMAND_REASONS) m.groupDemand.set({ group: g.group, reason }, g.byReason[reason]);
+      m.groupOldestWait.set({ group: g.group }, g.oldestCapacityWaitSeconds);
+      for (const [state, n] of Object.entries(g.runners)) m.groupRunners.set({ group: g.group, state }, n);
+    }
     m.posture.set({ posture: 'fleet_quiesced' }, posture.quiesced ? 1 : 0);
     m.posture.set({ posture: 'platform_halted' }, posture.halted ? 1 : 0);
     m.posture.set({ posture: 'system_quiesced' }, posture.systemQuiesced ? 1 : 0);

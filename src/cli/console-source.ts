@@ -25,6 +25,7 @@ export function opsConsoleSource(p: { ops: Ops; acceptExceeding: boolean; server
     name,
     read: ({ limit }) => p.ops.adminQueue({ limit, acceptExceeding: p.acceptExceeding }),
     drain: ({ runner, drained, reason }) => (drained ? p.ops.fleetDrain : p.ops.fleetUndrain)({ runner, reason }),
+    whatIf: ({ runner, drained }) => p.ops.fleetWhatIf(drained ? { drain: runner, limit: 0 } : { undrain: runner, limit: 0 }),
     ...(databaseUrl
       ? {
           subscribe(wake: () => void) {

@@ -111,6 +111,17 @@ export function planDelivery(input: PlanInput): PlanOutput {
   const returned: PlanOutput['returned'] = [];
   const back = (entry: QueueEntry, code: ReturnCode, reason: string) => returned.push({ entry, code, reason });
 
+  // Slots only shrink as a plan goes on: a claim that found no open parked call for its
+  // placement finds none later either, and is returned with the same code, while no runner is
+  // newly held by a run. Only for claims no run-level state singles out: no pools, not scoped or
+  // pinned, its run neither held by a runner nor named by a call. Spares a deep batch a scan of
+  // every call per claim.
+  const special = new Set<number>(runnerRuns.values());
+  for (const w of input.waiters) if (w.onlyRunId !== null) special.add(w.onlyRunId);
+  const noRoom = new Map<string, { code: ReturnCode; reason: string }>();
+  const shapes = new Map<QueueEntry['requirement'], string>();
+  const shapeOf = (r: QueueEntry['requirement']) => shapes.get(r) ?? (shapes.set(r, JSON.stringify(r)), shapes.get(r)!);
+
   const order = new DispatchOrder(input.claims, fair);
   for (let entry = order.next(); entry; entry = order.next()) {
     const full = fullPool(entry.pools, input.pools, poolsTaken);
@@ -120,6 +131,12 @@ export function planDelivery(input: PlanInput): PlanOutput {
     }
     const pinned = pins.get(entry.runId);
     const scoped = entry.runScope || pinned !== undefined;
+    const shape = !scoped && entry.pools.length === 0 && !special.has(entry.runId) ? shapeOf(entry.requirement) : undefined;
+    const known = shape === undefined ? undefined : noRoom.get(shape);
+    if (known) {
+      back(entry, known.code, known.reason);
+      continue;
+    }
     if (scoped) {
       const out = outstanding.get(entry.runId) ?? 0;
       if (out >= entry.maxParallel) {
@@ -138,6 +155,7 @@ export function planDelivery(input: PlanInput): PlanOutput {
       if (pinned !== undefined) back(entry, 'pinned_runner_not_parked', `pinned runner ${pinned} has no free poll`);
       else if (slots.some((s) => eligible(s.waiter))) back(entry, 'slots_taken', 'every matching parked call is full');
       else back(entry, 'no_waiter_matches', 'no parked runner matches');
+      if (shape !== undefined) noRoom.set(shape, returned[returned.length - 1]);
       continue;
     }
     const candidates: Array<Capacity & { slot: Slot }> = open.map((slot) => ({ runnerId: slot.waiter.runnerId, maxLoad: slot.waiter.maxLoad, runningLoad: running.get(slot.waiter.runnerId) ?? 0, slot }));
@@ -159,7 +177,10 @@ export function planDelivery(input: PlanInput): PlanOutput {
     if (scoped) outstanding.set(entry.runId, (outstanding.get(entry.runId) ?? 0) + 1);
     const pin = entry.runScope && pinned === undefined;
     if (pin) pins.set(entry.runId, slot.waiter.runnerId);
-    if (scoped) runnerRuns.set(slot.waiter.runnerId, entry.runId);
+    if (scoped) {
+      runnerRuns.set(slot.waiter.runnerId, entry.runId);
+      noRoom.clear(); // a runner now held by a run: which calls a shape matches has changed
+    }
     fair.charge(entry.lane, entry.fairKey, entry.weight);
     deliveries.push({ entry, waiter: slot.waiter, pin, exceedsMaxLoad: choice.kind === 'exceeding' });
   }

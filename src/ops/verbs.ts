@@ -2,6 +2,7 @@ import { INT4, LOAD_MIN, SAFE_TEXT_PATTERN } from '../core/bounds.js';
 import type { Scope } from '../core/tokens.js';
 import { RUN_STATUSES } from '../store/runs.js';
 import { adminAudit } from './audit.js';
+import { fleetDemand, fleetWhatIf } from './capacity.js';
 import { adminQueue, ADMIN_QUEUE_MAX_LIMIT, fleetRunners } from './console.js';
 import { fleetDrain, fleetDrainHeld, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './fleet.js';
 import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './levers.js';
@@ -42,6 +43,8 @@ export const DOMAIN = {
   fleetDrainHeld,
   fleetRunnersRemove,
   fleetQueue,
+  fleetDemand,
+  fleetWhatIf,
   fleetRunners,
   adminQueue,
   poolsList,
@@ -145,6 +148,27 @@ export const VERBS: Record<Verb, VerbSpec> = {
   fleetDrainPreview: { method: 'GET', path: '/api/fleet/drain/preview', scope: 'read', fields: { runner: text(), group: text() } },
   fleetDrainHeld: { method: 'GET', path: '/api/fleet/drain/held', scope: 'read', fields: { runner: text(), group: text() } },
   fleetRunnersRemove: { method: 'POST', path: '/api/fleet/runners/:runner/remove', scope: 'admin', fields: { runner: text(), reason }, required: ['runner'] },
+  fleetDemand: { method: 'GET', path: '/api/fleet/demand', scope: 'read', fields: { group: text(), acceptExceeding: { type: 'boolean' } } },
+  fleetWhatIf: {
+    method: 'GET',
+    path: '/api/fleet/what-if',
+    scope: 'read',
+    fields: {
+      drain: text(4000),
+      drainGroup: text(4000),
+      undrain: text(4000),
+      undrainGroup: text(4000),
+      pool: text(4000),
+      weight: text(4000),
+      removeRunner: text(4000),
+      addRunners: { type: 'integer', minimum: 1, maximum: 10_000 },
+      group: text(),
+      label: text(4000),
+      maxLoad: { type: 'number', minimum: LOAD_MIN, maximum: 1_000_000 },
+      limit: { type: 'integer', minimum: 0, maximum: 10_000 },
+      acceptExceeding: { type: 'boolean' },
+    },
+  },
   fleetRunners: { method: 'GET', path: '/api/fleet/runners', scope: 'read', fields: {} },
   adminQueue: { method: 'GET', path: '/api/admin/queue', scope: 'read', fields: { limit: { type: 'integer', minimum: 1, maximum: ADMIN_QUEUE_MAX_LIMIT }, acceptExceeding: { type: 'boolean' } } },
   fleetQueue: { method: 'GET', path: '/api/fleet/queue', scope: 'read', fields: { limit: { type: 'integer', minimum: 1, maximum: 99_999 }, acceptExceeding: { type: 'boolean' } } },

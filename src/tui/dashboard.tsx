@@ -1,6 +1,7 @@
 import { render, useApp, useInput, useStdout } from 'ink';
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
 import { ConsoleFeed } from './feed.js';
+import { whatIfLine } from '../views/fleet-demand.js';
 import { reduceKey, type Effect, type KeyPress } from './keys.js';
 import { INITIAL_UI, visibleView, type UiState } from './screen.js';
 import { Screen } from './screen-view.js';
@@ -88,6 +89,16 @@ function App({ feed, source, color }: AppProps) {
             feed.wake();
           })
           .catch((err: Error) => setUi((u) => ({ ...u, message: { text: `${effect.drained ? 'drain' : 'undrain'} failed: ${err.message}`, tone: 'bad' } })));
+        return;
+      case 'whatIf':
+        if (!source.whatIf) {
+          setUi((u) => ({ ...u, message: { text: 'what-if is not available from this source', tone: 'warn' } }));
+          return;
+        }
+        source
+          .whatIf({ runner: effect.runnerId, drained: effect.drained })
+          .then((v) => setUi((u) => ({ ...u, message: { text: whatIfLine(effect.runnerName, effect.drained, v), tone: v.orphaned.length || v.stalled.length ? 'warn' : 'ok' } })))
+          .catch((err: Error) => setUi((u) => ({ ...u, message: { text: `what-if failed: ${err.message}`, tone: 'bad' } })));
         return;
     }
   };

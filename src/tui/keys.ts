@@ -17,7 +17,12 @@ export interface KeyPress {
   delete?: boolean;
 }
 
-export type Effect = { kind: 'quit' } | { kind: 'pause'; paused: boolean } | { kind: 'drain'; runnerId: string; runnerName: string; drained: boolean } | { kind: 'refresh' };
+export type Effect =
+  | { kind: 'quit' }
+  | { kind: 'pause'; paused: boolean }
+  | { kind: 'drain'; runnerId: string; runnerName: string; drained: boolean }
+  | { kind: 'whatIf'; runnerId: string; runnerName: string; drained: boolean }
+  | { kind: 'refresh' };
 
 function move(ui: UiState, pane: PaneId, by: number, view: AdminQueueView | null): UiState {
   const n = selectableCount(view, ui, pane);
@@ -95,6 +100,14 @@ export function reduceKey(ui: UiState, k: KeyPress, view: AdminQueueView | null)
     if (r.drainedBy === 'group' && !drained) return { ui: { ...ui, message: { text: `${r.name} is drained through its group ${r.group}: undrain the group with fleet undrain --group`, tone: 'warn' } } };
     return { ui: { ...ui, confirm: { runnerId: r.id, runnerName: r.name, drained } } };
   }
+  if (ui.focus === 'runners' && view && k.input === 'w') {
+    const r = view.runners[ui.selected.runners];
+    if (!r) return { ui: { ...ui, message: { text: 'no runner selected', tone: 'warn' } } };
+    // The lever d/u would pull on it: drain it, or undrain it when it is drained itself.
+    const drained = !r.drained || r.drainedBy === 'group';
+    return { ui: { ...ui, message: { text: `what if ${r.name} were ${drained ? 'drained' : 'undrained'}…`, tone: 'warn' } }, effect: { kind: 'whatIf', runnerId: r.id, runnerName: r.name, drained } };
+  }
+  if (k.input === 'w' && ui.focus !== 'runners') return { ui: { ...ui, message: { text: 'w tries a drain of the selected runner: Tab to the Runners pane first', tone: 'warn' } } };
   if ((k.input === 'd' || k.input === 'u') && ui.focus !== 'runners') return { ui: { ...ui, message: { text: 'd/u drain the selected runner: Tab to the Runners pane first', tone: 'warn' } } };
   return { ui };
 }

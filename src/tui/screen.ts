@@ -353,6 +353,7 @@ function helpLines(): Line[] {
     ['/', 'filter by project, run or runner (Enter applies, Esc clears)'],
     ['p', 'pause / resume refreshing'],
     ['d u', 'runners: drain / undrain the selected runner (asks y/n; same lever as fleet drain)'],
+    ['w', 'runners: what if the selected runner were drained (undrained if drained): fleet what-if, writes nothing'],
     ['?', 'this help'],
     ['q Ctrl-C', 'quit, terminal restored'],
   ];
@@ -388,7 +389,7 @@ function footerLine(p: ScreenProps): Line {
   if (ui.editingFilter !== null) return [seg('/', 'accent', { bold: true }), seg(ui.editingFilter), seg('▏', 'accent'), seg('  Enter apply · Esc clear', 'muted')];
   if (ui.confirm) return [seg(` ${ui.confirm.drained ? 'Drain' : 'Undrain'} runner ${ui.confirm.runnerName}? `, 'warn', { bold: true, inverse: true }), seg('  y yes · n no', 'muted')];
   if (ui.message) return [seg(ui.message.text, ui.message.tone)];
-  return [seg('Tab pane · ↑↓ select · Enter open · e explain · / filter · p pause · d/u drain · ? help · q quit', 'muted')];
+  return [seg('Tab pane · ↑↓ select · Enter open · e explain · / filter · p pause · d/u drain · w what-if · ? help · q quit', 'muted')];
 }
 
 /** The whole screen as lines: never more than rows − 1 (Ink redraws in place below the height), never wider than columns. */

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { opsApi } from '../../src/api/ops-routes.js';
 import { exposition, metricsApi } from '../../src/api/metrics.js';
+import { DEMAND_REASONS, NO_GROUP, UNMATCHED } from '../../src/core/capacity.js';
 import { classify } from '../../src/core/classify.js';
 import { LANE_NAMES } from '../../src/core/entry.js';
 import { dispatchFeature } from '../../src/api/dispatch-feature.js';
@@ -50,10 +51,12 @@ const ALLOWED: Record<string, (v: string) => boolean> = {
   outcome: (v) => ['offer', 'empty', 'held', 'fenced', 'ok', 'failed'].includes(v),
   call: (v) => ['ack', 'renew', 'complete', 'release', 'logs'].includes(v),
   status: (v) => ['succeeded', 'failed', 'system_error'].includes(v) || /^[1-5]\d\d$/.test(v),
-  reason: (v) => ['runner_lost', 'ack_deadline', 'claim_expired'].includes(v),
+  reason: (v) => ['runner_lost', 'ack_deadline', 'claim_expired', ...DEMAND_REASONS].includes(v),
+  // Runner groups that exist (none here), runners with no group, work no runner matches.
+  group: (v) => [NO_GROUP, UNMATCHED].includes(v),
   kind: (v) => ['unavailable', 'query'].includes(v),
   stage: (v) => ['claimed', 'delivered', 'executing'].includes(v),
-  state: (v) => ['online', 'watch', 'offline'].includes(v),
+  state: (v) => ['online', 'watch', 'offline', 'idle', 'busy', 'drained'].includes(v),
   posture: (v) => ['fleet_quiesced', 'platform_halted', 'system_quiesced'].includes(v),
   method: (v) => ['GET', 'POST', 'PUT', 'DELETE', 'HEAD', 'OPTIONS', 'PATCH'].includes(v),
   // Route templates as registered, or "unmatched": never a concrete id.

@@ -5,6 +5,7 @@ import { render as inkRender } from 'ink';
 import { render } from 'ink-testing-library';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reduceKey, type KeyPress } from '../../src/tui/keys.js';
+import { whatIfLine } from '../../src/views/fleet-demand.js';
 import { INITIAL_UI, screenLines, type UiState } from '../../src/tui/screen.js';
 import { Screen } from '../../src/tui/screen-view.js';
 import type { FeedState } from '../../src/tui/feed.js';
@@ -163,6 +164,23 @@ describe('the dashboard keys', () => {
     expect(explained.ui.explain).toBe(1001);
     const back = press(explained.ui, { input: '', escape: true }, { input: '', escape: true });
     expect(back.ui).toMatchObject({ explain: null, drill: null });
+  });
+
+  it('w on the Runners pane asks what a drain of the selected runner would do; elsewhere it says where to go', () => {
+    const on = { ...INITIAL_UI, focus: 'runners' as const };
+    expect(press(on, { input: 'w' }).effects).toEqual([{ kind: 'whatIf', runnerId: 'r-1', runnerName: 'build-1', drained: true }]);
+    const elsewhere = press(INITIAL_UI, { input: 'w' });
+    expect(elsewhere.effects).toEqual([]);
+    expect(elsewhere.ui.message?.text).toMatch(/Runners pane/);
+    const line = whatIfLine('build-1', true, {
+      starts: [],
+      startsBefore: 2,
+      stays: { total: 9, byReason: {} as never, shown: [] },
+      orphaned: [{ stepId: 1, runId: 1, runnerId: 'r-1', executing: true, runner: 'build-1' }],
+      stalled: [],
+      demand: { before: { capacity: 3 } as never, after: { capacity: 5 } as never, groups: [] },
+    });
+    expect(line).toBe('what if build-1 were drained: 0 start next tick (2 now); 9 wait, 5 for capacity (3 now); 1 running step left with no other runner (nothing changed)');
   });
 
   it('filters with /, pauses with p, quits with q and Ctrl-C', () => {
