@@ -24,15 +24,15 @@ describe('admin queue and fleet runners', () => {
 
     const plain = await cli('admin', 'queue');
     expect(plain.code).toBe(0);
-    expect(plain.stdout).toMatch(/│ bulk\s+│ 2\s+│ 1\s+│/);
+    expect(plain.stdout).toMatch(/^bulk\s+2\s+1\s/m);
     expect(plain.stdout).toMatch(/cli-runner/);
-    expect(plain.stdout).toMatch(/waiting_for_tick\s+│ 2 /);
+    expect(plain.stdout).toMatch(/waiting_for_tick\s+2\b/);
 
     const limited = JSON.parse((await cli('admin', 'queue', '--json', '--limit', '1')).stdout);
     expect(limited.leases).toMatchObject({ total: 1, shown: 1 });
 
     const runners = await cli('fleet', 'runners');
-    expect(runners.stdout).toMatch(/cli-runner\s+│ -\s+│ 1\/2\s+│ 1\s+│ online/);
+    expect(runners.stdout).toMatch(/cli-runner\s+-\s+1\/2\s+1\s+online/);
     const rj = JSON.parse((await cli('fleet', 'runners', '--json')).stdout);
     expect(rj.runners[0]).toMatchObject({ id: 'r-cli', name: 'cli-runner', load: { used: 1, max: 2 }, leases: 1, state: 'online', drained: false });
   });
