@@ -145,7 +145,7 @@ describe('fuzz: stored text reaches the terminal shown, never obeyed', { timeout
   it('error messages quoting stored or typed text are shown, never obeyed, through both transports', async () => {
     // A token's own name in the scope refusal, and a refused identifier quoted back.
     const lacking = await runCli(['admin', 'audit', '--server', server.url, '--token', readEvil, '--home', dir], { DATABASE_URL: '' });
-    expect(lacking.code).toBe(2);
+    expect(lacking.code).toBe(7);
     expect(lacking.stderr).toMatch(/^Error: token reader-.*\\x1b\]52.* has scope read/);
     expect(leak(lacking.stderr)).toBeUndefined();
     for (const via of [viaStore, viaHttp]) {
