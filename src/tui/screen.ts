@@ -10,7 +10,7 @@ import {
   type WaitingEntry,
 } from '../views/admin-queue.js';
 import { age, countText, durationText, text, type CellTable } from '../views/cells.js';
-import { runnersTable } from '../views/runners.js';
+import { runnerFullness, runnersTable } from '../views/runners.js';
 import type { FeedState } from './feed.js';
 import { clip, loadBar, pad, seg, sparkline, tableLines, type Line, type Segment } from './lines.js';
 
@@ -262,9 +262,10 @@ function runnersPane(v: AdminQueueView, ui: UiState, width: number): PaneContent
     ...(offline ? [seg(` · ${offline} offline`, 'bad')] : []),
     ...(drained ? [seg(` · ${drained} drained`, 'warn')] : []),
     seg(` · load ${Math.round(used * 100) / 100}/${Math.round(max * 100) / 100}`),
+    seg(` · slots ${online.reduce((a, r) => a + r.slots.used, 0)}/${online.reduce((a, r) => a + r.slots.max, 0)}`),
   ]);
   const base = runnersTable(v);
-  const bars = v.runners.map((r) => loadBar(r.load.used, r.load.max, 8));
+  const bars = v.runners.map((r) => loadBar(runnerFullness(r), 1, 8));
   const table: CellTable = {
     head: [base.head[0], base.head[1], 'load', '', ...base.head.slice(3)],
     rows: base.rows.map((row, i) => [row[0], row[1], { ...row[2], value: bars[i] }, row[2], ...row.slice(3)]),

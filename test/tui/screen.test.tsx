@@ -70,8 +70,17 @@ describe('the dashboard screen', () => {
     expect(text).toMatch(/acme\s+weight 2\s+pass 15\.7M\s+share 60%/);
     expect(text).toMatch(/12 smoke\s+6 deploy-api\s+zeta\/prod\/api\s+build-2\s+rep-b\s+offered/);
     expect(text).toMatch(/no_runner_matches\s+2\s+10m00s/);
-    expect(text).toMatch(/build-2\s+linux\s+████████\s+4\/4\s+1\s+watch/);
+    expect(text).toMatch(/build-2\s+linux\s+████████\s+4\/4\s+1\/2\s+watch/);
     expect(lines.filter((l) => /([AB] ){7}[AB]/.test(l))).toHaveLength(8);
+  });
+
+  it('shows a runner at its max parallel steps as full: slots beside load, a full bar', () => {
+    const v = busyView();
+    v.runners = [{ ...v.runners[0], load: { used: 1, max: 2 }, slots: { used: 1, max: 1 }, leases: 1 }, v.runners[1]];
+    const { lines } = frame(feedOf(v), { rows: 60, columns: 200 });
+    const text = lines.join('\n');
+    expect(text).toMatch(/build-1\s+linux\s+████████\s+1\/2\s+1\/1\s+online/);
+    expect(text).toMatch(/Runners\s+2 registered · 2 online · load 5\/6 · slots 2\/3/);
   });
 
   it('shows the postures as banners: platform halted, fleet quiesced, drained runners', () => {
