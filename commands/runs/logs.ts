@@ -3,11 +3,11 @@ import { OpsCommand } from '../../src/cli/base.js';
 import { EXIT } from '../../src/cli/errors.js';
 import { parseRunId } from '../../src/cli/runs.js';
 import { readRunLogs } from '../../src/ops/follow.js';
-import { logLineText, type LogLineView } from '../../src/views/runs.js';
+import { logLineText, stepEndText, type LogLineView } from '../../src/views/runs.js';
 
 export default class RunsLogs extends OpsCommand<typeof RunsLogs> {
   static override args = { id: Args.string({ description: 'run id', required: true }) };
-  static override description = `Prints a run's step logs in the order they were written: each line prefixed by its step, "|" for stdout, "!" for stderr, "#" for opschain's own lines.
+  static override description = `Prints a run's step logs in the order they were written: each line prefixed by its step, "|" for stdout, "!" for stderr, "#" for opschain's own lines; after a step's last line, how its attempt ended (status, exit code, duration).
 
 With --follow, keeps printing new lines until the run ends and then exits as "runs submit --wait" does: 0 if the run succeeded, 1 otherwise. With --json, --follow prints one JSON object per line as it comes (NDJSON).`;
   static override enableJsonFlag = true;
@@ -39,9 +39,39 @@ With --follow, keeps printing new lines until the run ends and then exits as "ru
         }
       }
     };
+    // Human output names each step's end once it has one: after its last line, or (following)
+    // after the batch in which it ended. The lines and --json stay as stored.
+    const ended = new Set<string>();
+    const endLines = async (): Promise<Map<string, LogLineView>> => {
+      const out = new Map<string, LogLineView>();
+      if (this.jsonEnabled()) return out;
+      const view = await ops.runsShow({ id, verdicts: false });
+      for (const s of view.steps) {
+        const text = step !== undefined && s.name !== step ? null : stepEndText(s);
+        if (text === null || ended.has(`${s.name}:${s.attempt}`)) continue;
+        ended.add(`${s.name}:${s.attempt}`);
+        out.set(s.name, { id: 0, step: s.name, attempt: s.attempt, stream: 'system', text, at: s.finishedAt ?? '' });
+      }
+      return out;
+    };
+    /** Each end after its step's last line of the batch; ends of steps without a line in it last. */
+    const withEnds = (lines: LogLineView[], ends: Map<string, LogLineView>): LogLineView[] => {
+      const last = new Map<string, number>();
+      lines.forEach((l, i) => last.set(l.step, i));
+      const out: LogLineView[] = [];
+      lines.forEach((l, i) => {
+        out.push(l);
+        const end = ends.get(l.step);
+        if (end && last.get(l.step) === i) {
+          out.push(end);
+          ends.delete(l.step);
+        }
+      });
+      return [...out, ...ends.values()];
+    };
     if (!follow) {
       await readRunLogs(ops, { id, step, follow: false, onLines: (lines) => all.push(...lines) });
-      if (!this.jsonEnabled()) print(all);
+      if (!this.jsonEnabled()) print(withEnds(all, await endLines()));
       return { lines: all };
     }
     const stop = new AbortController();
@@ -49,7 +79,20 @@ With --follow, keeps printing new lines until the run ends and then exits as "ru
     process.once('SIGINT', onSignal);
     let status: string;
     try {
-      status = await readRunLogs(ops, { id, step, follow: true, signal: stop.signal, onLines: print });
+      let pending: Promise<void> = Promise.resolve();
+      status = await readRunLogs(ops, {
+        id,
+        step,
+        follow: true,
+        signal: stop.signal,
+        onLines: (lines) => {
+          if (this.jsonEnabled()) return print(lines);
+          // Printed in order: each batch with the ends it brought, after the batch before it.
+          pending = pending.then(async () => print(withEnds(lines, await endLines())));
+        },
+      });
+      await pending;
+      if (!this.jsonEnabled()) print([...(await endLines()).values()]);
     } finally {
       process.off('SIGINT', onSignal);
     }

@@ -1,5 +1,5 @@
-import Table from 'cli-table3';
 import { OpsCommand } from '../../src/cli/base.js';
+import { table as textTable } from '../../src/cli/render.js';
 import type { TemplateView } from '../../src/triggers/manage.js';
 import { TEMPLATE_HEAD, templateRows } from '../../src/views/triggers.js';
 
@@ -14,7 +14,7 @@ export default class TemplatesList extends OpsCommand<typeof TemplatesList> {
     if (!this.jsonEnabled()) {
       if (templates.length === 0) this.log('no templates');
       else {
-        const table = new Table({ head: TEMPLATE_HEAD });
+        const table = textTable(TEMPLATE_HEAD);
         table.push(...templateRows(templates));
         this.log(table.toString());
       }

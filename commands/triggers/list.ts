@@ -1,5 +1,5 @@
-import Table from 'cli-table3';
 import { OpsCommand } from '../../src/cli/base.js';
+import { table as textTable } from '../../src/cli/render.js';
 import type { TriggerView } from '../../src/triggers/manage.js';
 import { TRIGGER_HEAD, triggerRows } from '../../src/views/triggers.js';
 
@@ -14,7 +14,7 @@ export default class TriggersList extends OpsCommand<typeof TriggersList> {
     if (!this.jsonEnabled()) {
       if (triggers.length === 0) this.log('no triggers');
       else {
-        const table = new Table({ head: TRIGGER_HEAD });
+        const table = textTable(TRIGGER_HEAD);
         table.push(...triggerRows(triggers));
         this.log(table.toString());
       }

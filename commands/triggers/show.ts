@@ -1,6 +1,6 @@
 import { Args, Flags } from '@oclif/core';
-import Table from 'cli-table3';
 import { OpsCommand } from '../../src/cli/base.js';
+import { table as textTable } from '../../src/cli/render.js';
 import { parseTriggerId, type TickView, type TriggerView } from '../../src/triggers/manage.js';
 import { TICK_HEAD, tickRows, triggerWhen, webhookOwner } from '../../src/views/triggers.js';
 
@@ -23,7 +23,7 @@ export default class TriggersShow extends OpsCommand<typeof TriggersShow> {
       if (t.kind === 'webhook') this.log(`owner: ${webhookOwner(t.owner)}`);
       if (t.ticks.length === 0) this.log('no ticks yet');
       else {
-        const table = new Table({ head: TICK_HEAD });
+        const table = textTable(TICK_HEAD);
         table.push(...tickRows(t.ticks));
         this.log(table.toString());
       }

@@ -22,14 +22,15 @@ export async function drainWaitLeases(ops: Ops, p: DrainTarget & { timeoutMs: nu
 }
 
 export function describeDrain(r: DrainResult): string {
-  const what = r.kind === 'group' ? `group ${r.targets[0]}` : `runner ${r.targets[0]}`;
+  // The runner by the name the operator reads in `fleet runners` (its id when it has none).
+  const what = r.kind === 'group' ? `group ${r.targets[0]}` : `runner ${r.names?.[0] ?? r.targets[0]}`;
   if (!r.changed) return `${what} already ${r.drained ? 'drained' : 'undrained'}`;
   return r.drained ? `${what} drained: its polls are answered empty, its running work continues` : `${what} undrained`;
 }
 
 /** The dry run for people: each list with its count, or "none". */
 export function describePreview(p: Wire<DrainPreview>): string[] {
-  const who = p.target.kind === 'group' ? `group ${p.target.name} (${p.target.runners.length} runner${p.target.runners.length === 1 ? '' : 's'})` : `runner ${p.target.name}`;
+  const who = p.target.kind === 'group' ? `group ${p.target.name} (${p.target.runners.length} runner${p.target.runners.length === 1 ? '' : 's'})` : `runner ${p.target.runners[0]?.name ?? p.target.name}`;
   const lines = [`dry run, nothing changed: ${who}${p.target.drained ? ' is already drained' : ''}`];
   const section = <T>(title: string, items: T[], text: (x: T) => string) => {
     lines.push(`${title}: ${items.length === 0 ? 'none' : items.length}`);

@@ -8,7 +8,24 @@ export interface VerdictRunner extends FleetRunner {
   runningLoad: number;
   /** false when it has not polled within a poll window (the registry's `watch` state); absent counts as polling. */
   polling?: boolean;
+  /** How many steps it runs at once at most (`--max-parallel-steps`); absent counts as unbounded. */
+  maxParallelSteps?: number;
+  /** Live leases delivered to it: its parallel steps in use. */
+  leases?: number;
 }
+
+/**
+ * Whether it has a parallel-step slot free. A runner at its max parallel steps asks for nothing
+ * (it never parks an acquire), so it takes no work whatever its load headroom. The server does not
+ * enforce the runner's own cap (a runner asks for as many offers as it has free slots), so this
+ * only names why matching runners take nothing: "full", a capacity wait, never a reason to set an
+ * entry aside. A pinned run's own cap is `max_parallel_steps` of the run, checked above.
+ */
+export function hasSlot(r: Pick<VerdictRunner, 'maxParallelSteps' | 'leases'>): boolean {
+  return r.maxParallelSteps === undefined || r.leases === undefined || r.leases < r.maxParallelSteps;
+}
+
+const slots = (r: VerdictRunner) => `${r.leases ?? 0}/${r.maxParallelSteps ?? '-'}`;
 
 export interface VerdictFleet {
   runners: VerdictRunner[];
@@ -64,7 +81,7 @@ const nameOf = (r: VerdictRunner) => r.runnerName || r.runnerId;
  * The first gate that holds a ready entry, in this order: halted, quiesced, pool full, pinned
  * runner gone / no longer matching / busy, no runner matches (naming the closest runner and what it
  * lacks), every match drained, every match offline, every match busy by load (naming the best
- * free headroom), exceeds max load, no matching runner polling within the window, else waiting for
+ * free headroom) or full (at its max parallel steps), exceeds max load, no matching runner polling within the window, else waiting for
  * a dispatch tick. Uses the same matcher, drain
  * test, pool test and load rules as planDelivery, so what the queue view says is what dispatch does.
  */
@@ -108,10 +125,13 @@ export function verdict(entry: QueueEntry, fleet: VerdictFleet, postures: Postur
     const run = fleet.runnerRuns?.get(r.runnerId);
     return run !== undefined && run !== entry.runId ? run : undefined;
   };
-  if (couldFit.length > 0 && !couldFit.some((r) => fitsNow(r, entry.load) && otherRun(r) === undefined)) {
+  if (couldFit.length > 0 && !couldFit.some((r) => fitsNow(r, entry.load) && otherRun(r) === undefined && hasSlot(r))) {
     const loadFree = couldFit.filter((r) => fitsNow(r, entry.load));
     if (loadFree.length > 0) {
       const held = loadFree.reduce((a, b) => (nameOf(b) < nameOf(a) ? b : a));
+      if (otherRun(held) === undefined) {
+        return { code: 'all_matches_busy', reason: `every matching runner full: ${nameOf(held)} at its max parallel steps (${slots(held)})`, satisfiable: true, runner: nameOf(held) };
+      }
       return { code: 'all_matches_busy', reason: `every matching runner busy: ${nameOf(held)} is running run ${otherRun(held)} (scope run)`, satisfiable: true, runner: nameOf(held) };
     }
     const best = couldFit.reduce((a, b) => (free(b) > free(a) || (free(b) === free(a) && b.runnerId < a.runnerId) ? b : a));

@@ -156,6 +156,8 @@ export interface DrainResult {
   kind: 'runner' | 'group';
   /** Runner ids, or the group name. */
   targets: string[];
+  /** The runners' registered names, in the order of `targets` (a runner lever only). */
+  names?: string[];
   drained: boolean;
   /** false when it already was in that state (the lever is idempotent). */
   changed: boolean;
@@ -185,7 +187,7 @@ export async function fleetDrainSet(pool: Pool, p: { runner?: string; group?: st
     } else {
       const runner = p.runner ?? '';
       const { rows: found } = await client.query(
-        `SELECT id, drained FROM runners WHERE deleted_at IS NULL AND (id = $1 OR (name = $1 AND NOT EXISTS (SELECT 1 FROM runners WHERE id = $1 AND deleted_at IS NULL))) FOR UPDATE`,
+        `SELECT id, name, drained FROM runners WHERE deleted_at IS NULL AND (id = $1 OR (name = $1 AND NOT EXISTS (SELECT 1 FROM runners WHERE id = $1 AND deleted_at IS NULL))) FOR UPDATE`,
         [runner],
       );
       if (found.length === 0) throw new NotFound(`no runner with id or name ${runner}`);
@@ -194,7 +196,7 @@ export async function fleetDrainSet(pool: Pool, p: { runner?: string; group?: st
         `UPDATE runners SET drained = $2, drain_reason = CASE WHEN $2 THEN coalesce($3, drain_reason) END WHERE id = $1`,
         [found[0].id, p.drained, p.reason ?? null],
       );
-      result = { kind: 'runner', targets: [found[0].id], drained: p.drained, changed: found[0].drained !== p.drained };
+      result = { kind: 'runner', targets: [found[0].id], names: [found[0].name ?? found[0].id], drained: p.drained, changed: found[0].drained !== p.drained };
     }
     await auditRecord(client, {
       actor: p.actor,

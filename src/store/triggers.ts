@@ -449,6 +449,8 @@ export interface TickRow {
   overlap: OverlapPolicy;
   sets: string[];
   deliveryId: number | null;
+  /** The delivery's id as the webhook answered it (`X-Opschain-Delivery`, else `sig-…`); read by ticksOfTrigger only. */
+  deliveryKey?: string | null;
   deferredReason: string | null;
   deferredAt: Date | null;
   missed: boolean;
@@ -469,6 +471,7 @@ const mapTick = (r: any): TickRow => ({
   overlap: r.overlap,
   sets: r.sets ?? [],
   deliveryId: r.delivery_id === null ? null : Number(r.delivery_id),
+  ...(r.delivery_key !== undefined ? { deliveryKey: r.delivery_key } : {}),
   deferredReason: r.deferred_reason,
   deferredAt: r.deferred_at,
   missed: r.missed,
@@ -570,7 +573,11 @@ export async function missedDecide(client: PoolClient, p: { id: number; relaunch
 // ─── reads ────────────────────────────────────────────────────────────────────
 
 export async function ticksOfTrigger(db: Db, p: { triggerId: number; limit: number }): Promise<TickRow[]> {
-  const { rows } = await db.query(`SELECT * FROM trigger_ticks WHERE trigger_id = $1 ORDER BY id DESC LIMIT $2`, [p.triggerId, p.limit]);
+  const { rows } = await db.query(
+    `SELECT t.*, d.delivery_key FROM trigger_ticks t LEFT JOIN webhook_deliveries d ON d.id = t.delivery_id
+      WHERE t.trigger_id = $1 ORDER BY t.id DESC LIMIT $2`,
+    [p.triggerId, p.limit],
+  );
   return rows.map(mapTick);
 }
 

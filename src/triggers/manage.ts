@@ -170,6 +170,8 @@ export interface TickView {
   missed: boolean;
   catchUp: string | null;
   deliveryId: number | null;
+  /** The delivery id the webhook answered with: the sender's `X-Opschain-Delivery`, else one derived from the signature (`sig-…`). */
+  deliveryKey: string | null;
   detail: string | null;
 }
 
@@ -204,6 +206,7 @@ export const tickView = (t: TickRow): TickView => ({
   missed: t.missed,
   catchUp: t.catchUp,
   deliveryId: t.deliveryId,
+  deliveryKey: t.deliveryKey ?? null,
   detail: t.detail,
 });
 

@@ -41,10 +41,23 @@ export function pad(line: Line, width: number): Line {
   return w < width ? [...c, { text: ' '.repeat(width - w) }] : c;
 }
 
-/** Column widths for a cell table: each column as wide as its widest cell, capped, last column takes the rest. */
+/**
+ * Column widths for a cell table: each column as wide as its widest cell, capped; room left over
+ * goes back to the capped columns in order (a wide terminal shows a drain reason whole), and when
+ * the table is too wide the widest columns shrink first.
+ */
 export function columnWidths(t: CellTable, width: number, caps: number[] = []): number[] {
   const n = t.head.length;
-  const widths = t.head.map((h, i) => Math.min(caps[i] ?? 40, Math.max(h.length, ...t.rows.map((r) => cellText(r[i], { compact: true }).length))));
+  const natural = t.head.map((h, i) => Math.max(h.length, ...t.rows.map((r) => cellText(r[i], { compact: true }).length)));
+  const widths = natural.map((w, i) => Math.min(caps[i] ?? 40, w));
+  let spare = width - (widths.reduce((a, w) => a + w, 0) + (n - 1) * 2);
+  for (let i = 0; i < n && spare > 0; i++) {
+    const grow = Math.min(spare, natural[i] - widths[i]);
+    if (grow > 0) {
+      widths[i] += grow;
+      spare -= grow;
+    }
+  }
   const total = widths.reduce((a, w) => a + w, 0) + (n - 1) * 2;
   if (total > width) {
     // Shrink the widest columns first until it fits (never below 4).

@@ -10,7 +10,7 @@ import {
   type WaitingEntry,
 } from '../views/admin-queue.js';
 import { age, countText, durationText, text, type CellTable } from '../views/cells.js';
-import { runnersTable } from '../views/runners.js';
+import { runnerFullness, runnersTable } from '../views/runners.js';
 import type { FeedState } from './feed.js';
 import { clip, loadBar, pad, seg, sparkline, tableLines, type Line, type Segment } from './lines.js';
 
@@ -126,7 +126,8 @@ function lanesPane(v: AdminQueueView, feed: FeedState, ui: UiState, width: numbe
     seg(oldest >= 0 ? durationText(oldest) : '-', ageTone(oldest >= 0 ? oldest : null)),
     seg(` · ${v.deliveries.total} delivered/${durationText(v.deliveries.windowMs)}`, 'muted'),
   ]);
-  const sparkWidth = Math.max(0, Math.min(40, width - 48));
+  // The row before the sparkline: marker 2, lane 12, ready 8+7, leased 5+8, oldest 7, gap 2.
+  const sparkWidth = Math.max(0, Math.min(40, width - 51));
   const rows: Line[] = v.lanes.map((l, i) => {
     const history = feed.history.map((p) => p.ready[i] ?? 0);
     return [
@@ -251,26 +252,28 @@ function explainPane(e: WaitingEntry, ui: UiState): PaneContent {
   return { title, rows };
 }
 
-function runnersPane(v: AdminQueueView, ui: UiState, width: number): PaneContent {
+function runnersPane(v: AdminQueueView, ui: UiState, width: number, registered: number): PaneContent {
   const online = v.runners.filter((r) => r.state !== 'offline');
   const used = online.reduce((a, r) => a + r.load.used, 0);
   const max = online.reduce((a, r) => a + r.load.max, 0);
   const drained = v.runners.filter((r) => r.drained).length;
   const offline = v.runners.length - online.length;
   const title = paneTitle('runners', ui.focus === 'runners', [
-    seg(`${v.runners.length} registered · ${online.length} online`),
+    // Filtered, the count is of the runners that match, out of all registered.
+    seg(ui.filter ? `${v.runners.length} of ${registered} match · ${online.length} online` : `${v.runners.length} registered · ${online.length} online`),
     ...(offline ? [seg(` · ${offline} offline`, 'bad')] : []),
     ...(drained ? [seg(` · ${drained} drained`, 'warn')] : []),
     seg(` · load ${Math.round(used * 100) / 100}/${Math.round(max * 100) / 100}`),
+    seg(` · slots ${online.reduce((a, r) => a + r.slots.used, 0)}/${online.reduce((a, r) => a + r.slots.max, 0)}`),
   ]);
   const base = runnersTable(v);
-  const bars = v.runners.map((r) => loadBar(r.load.used, r.load.max, 8));
+  const bars = v.runners.map((r) => loadBar(runnerFullness(r), 1, 8));
   const table: CellTable = {
     head: [base.head[0], base.head[1], 'load', '', ...base.head.slice(3)],
     rows: base.rows.map((row, i) => [row[0], row[1], { ...row[2], value: bars[i] }, row[2], ...row.slice(3)]),
   };
   const t = tableLines(table, width, { caps: [18, 12, 8, 9, 6, 8, 24, 9], prefix: (r) => marker(ui, 'runners', r) });
-  if (v.runners.length === 0) return { title, rows: [[seg('  no runners registered', 'muted')]] };
+  if (v.runners.length === 0) return { title, rows: [[seg(ui.filter && registered ? `  no runner matches "${ui.filter}"` : '  no runners registered', 'muted')]] };
   return { title, head: t.head, rows: t.rows };
 }
 
@@ -293,18 +296,18 @@ function cut(p: PaneContent, h: number, selected: number): Line[] {
   if (p.rows.length <= avail - (p.head ? 1 : 0)) return [p.title, ...(p.head ? [p.head] : []), ...p.rows];
   // Cut: keep the head while at least two rows and the "+N more" line still fit.
   const head = p.head && avail >= 4 ? [p.head] : [];
-  let shown = avail - head.length - 1;
-  if (shown < 1) shown = Math.min(avail, p.rows.length);
+  // A cut list always says how much it leaves out: with room for one line only, that line is "+N more".
+  const shown = Math.max(0, avail - head.length - 1);
   const start = Math.min(Math.max(0, selected - shown + 1), p.rows.length - shown);
   const more = p.rows.length - shown;
-  if (shown + head.length >= avail) return [p.title, ...head, ...p.rows.slice(start, start + shown)];
   return [p.title, ...head, ...p.rows.slice(start, start + shown), [seg(`  +${countText(more)} more`, 'muted')]];
 }
 
 /**
  * Gives each pane of a column its height within `rows`: every pane its summary line first, then
- * the focused pane, then the others in order, each as much as it wants of what is left. A pane
- * left with its summary only is collapsed; the shard grid takes its full 8×8 or its 2-row form.
+ * the focused pane, then the shard grid, then the others in order, each as much as it wants of
+ * what is left. A pane left with its summary only is collapsed; the shard grid takes its full 8×8
+ * or, when even that does not fit, its 2-row form.
  */
 export function allocate(panes: Array<{ id: PaneId; want: number; fixed?: number[] }>, rows: number, focus: PaneId): Map<PaneId, number> {
   const out = new Map<PaneId, number>();
@@ -314,7 +317,8 @@ export function allocate(panes: Array<{ id: PaneId; want: number; fixed?: number
     out.set(p.id, 1);
     left--;
   }
-  const order = [...panes.filter((p) => p.id === focus), ...panes.filter((p) => p.id !== focus)];
+  // The focused pane first, then the shard grid (its 8×8 is small and fixed), then the rest in order.
+  const order = [...panes.filter((p) => p.id === focus), ...panes.filter((p) => p.id !== focus && p.fixed), ...panes.filter((p) => p.id !== focus && !p.fixed)];
   for (const p of order) {
     if (!out.has(p.id) || left <= 0) continue;
     let extra = Math.min(p.want - 1, left);
@@ -406,14 +410,15 @@ export function screenLines(p: ScreenProps): Line[] {
   else if (!v) body = [[seg(p.feed.stale ? '  no snapshot yet: the store has not answered' : `  reading ${p.sourceName}…`, p.feed.stale ? 'bad' : 'muted')]];
   else {
     const twoColumns = width >= 120;
-    const rightWidth = twoColumns ? Math.max(44, Math.floor(width * 0.4)) : width;
+    // A wide terminal gives the runners their drain reasons whole: half the width from 160 columns.
+    const rightWidth = twoColumns ? Math.max(44, Math.floor(width * (width >= 160 ? 0.5 : 0.4))) : width;
     const leftWidth = twoColumns ? width - rightWidth - 1 : width;
     const contents = new Map<PaneId, PaneContent>([
       ['lanes', lanesPane(v, p.feed, p.ui, leftWidth)],
       ['leases', leasesPane(v, p.ui, leftWidth)],
       ['shards', shardsPane(v, p.feed, p.ui)],
       ['waiting', waitingPane(v, p.ui, leftWidth)],
-      ['runners', runnersPane(v, p.ui, rightWidth)],
+      ['runners', runnersPane(v, p.ui, rightWidth, p.feed.view?.runners.length ?? v.runners.length)],
     ]);
     if (twoColumns) {
       const left = column(contents, ['lanes', 'leases', 'waiting'], bodyRows, p.ui, leftWidth);

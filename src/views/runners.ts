@@ -1,5 +1,5 @@
 import type { FleetRunnerRow } from '../store/fleet.js';
-import { age, count, text, type Cell, type CellTable, type Tone } from './cells.js';
+import { age, text, type Cell, type CellTable, type Tone } from './cells.js';
 
 /** One runner of the registry, as `fleet runners --json` and the dashboard show it. */
 export interface RunnerView {
@@ -15,6 +15,8 @@ export interface RunnerView {
   drainedBy: 'runner' | 'group' | null;
   drainReason: string | null;
   load: { used: number; max: number };
+  /** Parallel steps: live leases over the runner's `--max-parallel-steps`. */
+  slots: { used: number; max: number };
   leases: number;
   lastSeenAt: string;
   lastSeenAgeMs: number;
@@ -24,7 +26,7 @@ export interface RunnerView {
 
 export interface RunnersView {
   at: string;
-  summary: { total: number; online: number; watch: number; offline: number; drained: number; loadUsed: number; loadMax: number };
+  summary: { total: number; online: number; watch: number; offline: number; drained: number; loadUsed: number; loadMax: number; slotsUsed: number; slotsMax: number };
   runners: RunnerView[];
 }
 
@@ -42,6 +44,7 @@ export function buildRunners(runners: FleetRunnerRow[], now: Date): RunnersView 
     drainedBy: r.runnerDrained ? 'runner' : r.groupDrained ? 'group' : null,
     drainReason: r.drainReason,
     load: { used: r.runningLoad, max: r.maxLoad },
+    slots: { used: r.leases, max: r.maxParallelSteps },
     leases: r.leases,
     lastSeenAt: r.lastSeenAt.toISOString(),
     lastSeenAgeMs: Math.max(0, now.getTime() - r.lastSeenAt.getTime()),
@@ -58,6 +61,8 @@ export function buildRunners(runners: FleetRunnerRow[], now: Date): RunnersView 
       drained: items.filter((r) => r.drained).length,
       loadUsed: online.reduce((a, r) => a + r.load.used, 0),
       loadMax: online.reduce((a, r) => a + r.load.max, 0),
+      slotsUsed: online.reduce((a, r) => a + r.slots.used, 0),
+      slotsMax: online.reduce((a, r) => a + r.slots.max, 0),
     },
     runners: items,
   };
@@ -72,19 +77,33 @@ export function loadTone(used: number, max: number): Tone {
   return used === 0 ? 'muted' : 'ok';
 }
 
+/** Load used over max; warn as well when its parallel steps are all taken (it takes nothing more, whatever the load). */
 export function runnerLoadCell(r: RunnerView): Cell {
-  return { value: `${Math.round(r.load.used * 100) / 100}/${Math.round(r.load.max * 100) / 100}`, unit: 'text', tone: loadTone(r.load.used, r.load.max) };
+  const tone = r.slots.used >= r.slots.max && r.slots.max > 0 ? 'warn' : loadTone(r.load.used, r.load.max);
+  return { value: `${Math.round(r.load.used * 100) / 100}/${Math.round(r.load.max * 100) / 100}`, unit: 'text', tone };
 }
 
-/** name, group, load, leases, state, drained, last seen; with `token`, the registration token last. */
+/** Parallel steps in use over the runner's maximum: warn when full. */
+export function runnerSlotsCell(r: RunnerView): Cell {
+  return { value: `${r.slots.used}/${r.slots.max}`, unit: 'text', tone: loadTone(r.slots.used, r.slots.max) };
+}
+
+/** How full a runner is, 0–1: the fuller of load and parallel steps (a runner at its max parallel steps is full). */
+export function runnerFullness(r: RunnerView): number {
+  const load = r.load.max > 0 ? r.load.used / r.load.max : 1;
+  const slots = r.slots.max > 0 ? r.slots.used / r.slots.max : 1;
+  return Math.min(1, Math.max(load, slots));
+}
+
+/** name, group, load, slots (parallel steps used/max), state, drained, last seen; with `token`, the registration token last. */
 export function runnersTable(v: Pick<RunnersView, 'runners'>, opts: { token?: boolean } = {}): CellTable {
   const table = {
-    head: ['runner', 'group', 'load', 'leases', 'state', 'drained', 'last seen'],
+    head: ['runner', 'group', 'load', 'slots', 'state', 'drained', 'last seen'],
     rows: v.runners.map((r) => [
       text(r.name, 'accent'),
       text(r.group ?? '-', r.group ? 'normal' : 'muted'),
       runnerLoadCell(r),
-      count(r.leases, r.leases ? 'normal' : 'muted'),
+      runnerSlotsCell(r),
       text(r.state, stateTone(r.state)),
       text(r.drained ? `${r.drainedBy === 'group' ? 'group' : 'yes'}${r.drainReason ? `: ${r.drainReason}` : ''}` : '', r.drained ? 'warn' : 'muted'),
       age(r.lastSeenAgeMs, r.state === 'offline' ? 'bad' : r.state === 'watch' ? 'warn' : 'muted'),

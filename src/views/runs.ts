@@ -125,10 +125,10 @@ export function runTreeRows(view: RunView): string[][] {
  * some waiting in the queue, is `queued` (it waits for a runner, nothing of it runs). Scripts read
  * the stored status (`--json`), which stays `running`.
  */
-export function runStatusText(status: RunStatus, steps: Array<{ status: StepStatus }>): string {
+export function runStatusText(status: RunStatus, steps: Array<{ status: StepStatus }> | Partial<Record<StepStatus, number>>): string {
   if (status !== 'running') return status;
-  const out = steps.some((s) => s.status === 'running');
-  return !out && steps.some((s) => s.status === 'ready') ? 'queued' : status;
+  const has = (st: StepStatus) => (Array.isArray(steps) ? steps.some((s) => s.status === st) : (steps[st] ?? 0) > 0);
+  return !has('running') && has('ready') ? 'queued' : status;
 }
 
 export function runHeadline(view: RunView): string {
@@ -160,7 +160,7 @@ export function runListRows(items: RunListItem[]): string[][] {
   return items.map((r) => {
     const done = r.steps.succeeded;
     const bad = r.steps.failed + r.steps.system_error;
-    return [String(r.id), r.name, r.project, r.status, `${done}/${r.steps.total}${bad ? ` (${bad} failed)` : ''}`, r.createdAt.replace('T', ' ').replace(/\.\d+Z$/, 'Z'), r.cause ?? ''];
+    return [String(r.id), r.name, r.project, runStatusText(r.status, r.steps), `${done}/${r.steps.total}${bad ? ` (${bad} failed)` : ''}`, r.createdAt.replace('T', ' ').replace(/\.\d+Z$/, 'Z'), r.cause ?? ''];
   });
 }
 
@@ -180,8 +180,24 @@ export function stepProgressLine(before: StepView | undefined, after: StepView):
     case 'failed':
       return `${after.name}: failed${after.cause ? ` (${after.cause})` : after.exitCode !== null ? ` with exit code ${after.exitCode}` : ''}`;
     default:
+      // A cause that already names the status ("skipped: step boom failed") is said once.
+      if (after.cause?.startsWith(`${after.status}:`)) return `${after.name}: ${after.cause}`;
       return `${after.name}: ${after.status}${after.cause ? ` (${after.cause})` : ''}`;
   }
+}
+
+/**
+ * A finished attempt's end, as `runs logs` prints it after the step's last line (human output
+ * only; the lines themselves, and `--json`, are unchanged): `attempt 1 ended: failed, exit 1 (3.2s)`.
+ * Null for a step that has not ended or never started (pending, queued, skipped before it ran).
+ */
+export function stepEndText(s: Pick<StepView, 'status' | 'attempt' | 'exitCode' | 'cause' | 'durationMs' | 'startedAt' | 'finishedAt'>): string | null {
+  if (!s.finishedAt || !s.startedAt || s.attempt < 1) return null;
+  if (s.status === 'pending' || s.status === 'ready' || s.status === 'running') return null;
+  const exit = s.exitCode !== null ? `, exit ${s.exitCode}` : '';
+  const cause = s.status !== 'succeeded' && s.status !== 'failed' && s.cause ? `: ${s.cause}` : '';
+  const took = s.durationMs !== null ? ` (${formatDuration(s.durationMs)})` : '';
+  return `attempt ${s.attempt} ended: ${s.status}${exit}${cause}${took}`;
 }
 
 /** `runs logs` item. */

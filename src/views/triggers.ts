@@ -47,7 +47,9 @@ export function tickDetail(t: TickView): string {
   if (t.missed && t.catchUp) parts.push(`missed; catch-up ${t.catchUp}`);
   else if (t.missed) parts.push('missed; catch-up decided on resume');
   if (t.detail) parts.push(t.detail);
-  if (t.deliveryId !== null) parts.push(`delivery ${t.deliveryId}`);
+  // The sender's own delivery id when it sent one; else the stored delivery's number.
+  if (t.deliveryKey && !t.deliveryKey.startsWith('sig-')) parts.push(`delivery ${t.deliveryKey}`);
+  else if (t.deliveryId !== null) parts.push(`delivery #${t.deliveryId}`);
   return parts.join('; ');
 }
 

@@ -38,7 +38,7 @@ describe('the fleet admin API', () => {
       { stepId: 1, runId: 1, attempt: 1, priority: 0, lane: 2, fairKey: 'acme', pools: [], requirement: { labels: ['x-api'] }, load: 1, runScope: false, maxParallel: 1, siteStamp: null },
     ]);
     const d = await call('POST', '/api/fleet/drain', { runner: 'api-runner', reason: 'patch' });
-    expect(d).toEqual({ status: 200, body: { kind: 'runner', targets: ['r-api'], drained: true, changed: true } });
+    expect(d).toEqual({ status: 200, body: { kind: 'runner', targets: ['r-api'], names: ['api-runner'], drained: true, changed: true } });
     expect((await call('POST', '/api/fleet/drain', { runner: 'r-api' })).body.changed).toBe(false);
     const q = await call('GET', '/api/fleet/queue');
     expect(q.status).toBe(200);

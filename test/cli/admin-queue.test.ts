@@ -12,7 +12,7 @@ describe('admin queue and fleet runners', () => {
   const cli = (...args: string[]) => runCli([...args, '--database-url', db.current.url]);
 
   it('shows lanes, leases, verdicts and runners as tables and as JSON from one view-model', async () => {
-    await insertRunner(db.current.pool, { id: 'r-cli', name: 'cli-runner', maxLoad: 2, labels: ['linux'] });
+    await insertRunner(db.current.pool, { id: 'r-cli', name: 'cli-runner', maxLoad: 2, maxParallelSteps: 1, labels: ['linux'] });
     const { runId } = await seedRun(db.current.pool, { steps: [{ name: 'a' }, { name: 'b' }] });
     await insertLease(db.current.pool, { stepId: 7_000, runId, runnerId: 'r-cli', holder: 'rep-x' });
 
@@ -24,17 +24,22 @@ describe('admin queue and fleet runners', () => {
 
     const plain = await cli('admin', 'queue');
     expect(plain.code).toBe(0);
-    expect(plain.stdout).toMatch(/│ bulk\s+│ 2\s+│ 1\s+│/);
+    expect(plain.stdout).toMatch(/^bulk\s+2\s+1\s/m);
     expect(plain.stdout).toMatch(/cli-runner/);
-    expect(plain.stdout).toMatch(/waiting_for_tick\s+│ 2 /);
+    // cli-runner has load to spare (1/2) but runs its one parallel step (1/1): full, not waiting for a tick.
+    expect(plain.stdout).toMatch(/all_matches_busy\s+2\b/);
+    expect(plain.stdout).not.toMatch(/waiting_for_tick/);
+    const queue = await cli('fleet', 'queue');
+    expect(queue.stdout).toContain('every matching runner full: cli-runner at its max parallel steps (1/1)');
 
     const limited = JSON.parse((await cli('admin', 'queue', '--json', '--limit', '1')).stdout);
     expect(limited.leases).toMatchObject({ total: 1, shown: 1 });
 
     const runners = await cli('fleet', 'runners');
-    expect(runners.stdout).toMatch(/cli-runner\s+│ -\s+│ 1\/2\s+│ 1\s+│ online/);
+    expect(runners.stdout).toMatch(/^runner\s+group\s+load\s+slots\s+state/m);
+    expect(runners.stdout).toMatch(/cli-runner\s+-\s+1\/2\s+1\/1\s+online/);
     const rj = JSON.parse((await cli('fleet', 'runners', '--json')).stdout);
-    expect(rj.runners[0]).toMatchObject({ id: 'r-cli', name: 'cli-runner', load: { used: 1, max: 2 }, leases: 1, state: 'online', drained: false });
+    expect(rj.runners[0]).toMatchObject({ id: 'r-cli', name: 'cli-runner', load: { used: 1, max: 2 }, slots: { used: 1, max: 1 }, leases: 1, state: 'online', drained: false });
   });
 
   it('refuses a bad interval, naming it, exit 2', async () => {

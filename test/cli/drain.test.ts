@@ -87,7 +87,7 @@ describe('fleet drain --dry-run and --wait', () => {
     }
     const done = { stdout: run.output };
     const lines = done.stdout.trim().split('\n');
-    expect(lines[0]).toBe('runner rnr_gpu drained: its polls are answered empty, its running work continues');
+    expect(lines[0]).toBe('runner gpu-1 drained: its polls are answered empty, its running work continues');
     expect(done.stdout).toMatch(/waiting for 2 leases: run 1 \(train\) step fit attempt 1 on gpu-1; run 2 \(pinned\) step one attempt 1 on gpu-1/);
     expect(lines).toContain('waiting for 1 lease: run 2 (pinned) step one attempt 1 on gpu-1');
     expect(lines.at(-1)).toMatch(/^no lease held: waited \d+\.\ds for 2 leases$/);
@@ -98,7 +98,7 @@ describe('fleet drain --dry-run and --wait', () => {
     const again = await cli('fleet', 'drain', 'gpu-1', '--wait', '--json');
     expect(again.code).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ kind: 'runner', drained: true, changed: false, wait: { waitedFor: [] } });
-    expect((await cli('fleet', 'drain', 'gpu-1')).stdout.trim()).toBe('runner rnr_gpu already drained');
+    expect((await cli('fleet', 'drain', 'gpu-1')).stdout.trim()).toBe('runner gpu-1 already drained');
   });
 
   it('--wait exits 6 when a lease is still out at --timeout, naming it', async () => {

@@ -58,8 +58,8 @@ describe('policy verbs', () => {
     await insertRunner(pool, { id: 'r-1', name: 'builder', labels: ['linux'] });
     const d = await cli('fleet', 'drain', 'builder', '--reason', 'patching', '--json');
     expect(d.code).toBe(0);
-    expect(d.json()).toEqual({ kind: 'runner', targets: ['r-1'], drained: true, changed: true });
-    expect((await cli('fleet', 'drain', 'r-1')).stdout).toMatch(/runner r-1 already drained/);
+    expect(d.json()).toEqual({ kind: 'runner', targets: ['r-1'], names: ['builder'], drained: true, changed: true });
+    expect((await cli('fleet', 'drain', 'r-1')).stdout).toMatch(/runner builder already drained/);
     const none = await cli('fleet', 'drain', 'ghost');
     expect(none.code).toBe(3);
     expect(none.stderr).toMatch(/no runner with id or name ghost/);

@@ -130,6 +130,10 @@ describe('opschain runs', () => {
     expect(page2).toEqual({ runs: [expect.objectContaining({ id: ids[0], status: 'running' })], next: null });
     const ok = JSON.parse((await cli(['runs', 'list', '--project', 'listing', '--status', 'succeeded', '--json'])).stdout);
     expect(ok.runs.map((r: { id: number }) => r.id)).toEqual([ids[1]]);
+    // A running run whose only step waits in the queue reads "queued", as runs show says.
+    const human = (await cli(['runs', 'list', '--project', 'listing'])).stdout.split('\n');
+    expect(human.find((l) => l.startsWith(`${ids[0]} `))).toMatch(/\bl1\s+listing\s+queued\s+0\/1\s/);
+    expect(human.find((l) => l.startsWith(`${ids[1]} `))).toMatch(/\bsucceeded\s+1\/1\s/);
     const bad = await cli(['runs', 'list', '--status', 'done']);
     expect(bad.code).toBe(2);
   });
@@ -150,7 +154,8 @@ describe('opschain runs', () => {
     await stepLogAppend(db.current.pool, { stepId: second.stepId, attempt: 2, chunks: [{ stream: 'stdout', text: 'four\n' }] });
     await complete(db.current.pool, second, { status: 'succeeded', runnerId: 'rnr_cli2' });
     expect(await follow.waitExit()).toBe(0);
-    expect(follow.output).toBe(
+    // After the step's last line, how its attempt ended (the duration varies).
+    expect(follow.output.replace(/(ended: [^(\n]*)\([^)\n]*\)/g, '$1(T)')).toBe(
       [
         'hello # attempt 1 started on runner rnr_test',
         'hello | one',
@@ -160,9 +165,12 @@ describe('opschain runs', () => {
         'hello # attempt 1 back to the queue as attempt 2: released by the runner',
         'hello # attempt 2 started on runner build-02',
         'hello | four',
+        'hello # attempt 2 ended: succeeded, exit 0 (T)',
         '',
       ].join('\n'),
     );
+    const whole = await cli(['runs', 'logs', String(id)]);
+    expect(whole.stdout.trimEnd().split('\n').slice(-2)).toEqual(['hello | four', expect.stringMatching(/^hello # attempt 2 ended: succeeded, exit 0 \(\d[^)]*s\)$/)]);
 
     const j = await cli(['runs', 'logs', String(id), '--step', 'hello', '--json']);
     expect(j.code).toBe(0);
@@ -209,6 +217,15 @@ describe('opschain runs', () => {
     const view = JSON.parse(bad.output);
     expect(view).toMatchObject({ id: run, status: 'failed', cause: 'step build failed with exit code 1' });
     expect(view.steps.map((s: { name: string; status: string }) => `${s.name}:${s.status}`)).toEqual(['build:failed', 'package:skipped', 'lint:succeeded']);
+
+    // In human progress a skipped step's cause is said once.
+    const told = spawn(['runs', 'submit', join(ROOT, 'examples', 'failing.yaml'), '--wait']);
+    const again = Number((await told.waitForOutput(/^(\d+)\n/m))[1]);
+    await runStep(db.current.pool, again, 'build', 'failed');
+    await runStep(db.current.pool, again, 'lint');
+    expect(await told.waitExit()).toBe(1);
+    expect(told.output).toMatch(/^package: skipped: step build failed$/m);
+    expect(told.output).not.toMatch(/skipped \(skipped/);
   });
 
   it('retry and cancel: JSON shapes, and both are safe to repeat', async () => {

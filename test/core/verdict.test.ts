@@ -104,6 +104,18 @@ describe('verdict', () => {
     expect(verdict(entry({}), { runners: fleet }, open, new Map(), new Map())).toMatchObject({ code: 'waiting_for_tick', reason: 'waiting for a dispatch tick' });
   });
 
+  it('says full, not waiting for a tick, when every matching runner is at its max parallel steps', () => {
+    const full = [runner({ runnerId: 'p1', maxLoad: 2, runningLoad: 1, maxParallelSteps: 1, leases: 1 }), runner({ runnerId: 'p2', maxLoad: 4, runningLoad: 2, maxParallelSteps: 2, leases: 2 })];
+    expect(verdict(entry({}), { runners: full }, open, new Map(), new Map())).toMatchObject({
+      code: 'all_matches_busy',
+      reason: 'every matching runner full: p1 at its max parallel steps (1/1)',
+      satisfiable: true,
+      runner: 'p1',
+    });
+    // One slot free anywhere: a tick delivers it.
+    expect(verdict(entry({}), { runners: [...full, runner({ runnerId: 'p3', maxLoad: 2, runningLoad: 1, maxParallelSteps: 2, leases: 1 })] }, open, new Map(), new Map()).code).toBe('waiting_for_tick');
+  });
+
   it('names the pinned runner when it is gone, busy or no longer a match', () => {
     const e = entry({ runScope: true, maxParallel: 2, requirement: { labels: ['linux'] } });
     const pins = new Map([[e.runId, 'p']]);

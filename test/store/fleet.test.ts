@@ -32,7 +32,7 @@ describe('fleet store', () => {
   it('drains and undrains runners (by id or name) and groups idempotently, audited', async () => {
     const pool = db.current.pool;
     const d1 = await fleetDrainSet(pool, { runner: 'alpha', drained: true, reason: 'kernel', actor: 'test' });
-    expect(d1).toEqual({ kind: 'runner', targets: ['r-a'], drained: true, changed: true });
+    expect(d1).toEqual({ kind: 'runner', targets: ['r-a'], names: ['alpha'], drained: true, changed: true });
     expect((await fleetDrainSet(pool, { runner: 'r-a', drained: true, actor: 'test' })).changed).toBe(false);
     expect((await fleetRead(pool))[0]).toMatchObject({ drained: true, runnerDrained: true, drainReason: 'kernel' });
     await expect(fleetDrainSet(pool, { group: 'edge', drained: true, actor: 'test' })).rejects.toThrow(/no runner group named edge/);

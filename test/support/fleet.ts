@@ -8,6 +8,8 @@ export interface RunnerFixture {
   labels?: string[];
   executors?: string[];
   maxLoad?: number;
+  /** Its `--max-parallel-steps`; 4 unless given, so a fixture runner is bounded by its load. */
+  maxParallelSteps?: number;
   state?: 'online' | 'watch' | 'offline';
   drained?: boolean;
 }
@@ -15,9 +17,9 @@ export interface RunnerFixture {
 /** Registers a runner row directly, as the registry would, for tests of placement and drains. */
 export async function insertRunner(pool: Pool, r: RunnerFixture): Promise<void> {
   await pool.query(
-    `INSERT INTO runners (id, name, group_name, labels, executors, max_load, credential_hash, state, drained)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [r.id, r.name ?? r.id, r.group ?? null, r.labels ?? [], r.executors ?? ['shell'], r.maxLoad ?? 4, randomBytes(16).toString('hex'), r.state ?? 'online', r.drained ?? false],
+    `INSERT INTO runners (id, name, group_name, labels, executors, max_load, credential_hash, state, drained, max_parallel_steps)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+    [r.id, r.name ?? r.id, r.group ?? null, r.labels ?? [], r.executors ?? ['shell'], r.maxLoad ?? 4, randomBytes(16).toString('hex'), r.state ?? 'online', r.drained ?? false, r.maxParallelSteps ?? 4],
   );
 }
 

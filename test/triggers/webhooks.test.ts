@@ -7,6 +7,7 @@ import { offerDetails } from '../../src/store/leases.js';
 import { deliveryCount } from '../../src/store/triggers.js';
 import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce } from '../../src/triggers/launch.js';
 import { templatePut, triggerShow, webhookAdd, type WebhookCreated } from '../../src/triggers/manage.js';
+import { runCli } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
 import { startTestServer } from '../support/server.js';
 
@@ -51,6 +52,12 @@ describe('signed webhooks', () => {
     const shown = await triggerShow(db.current.pool, { id: hook.id });
     expect(shown.ticks[0]).toMatchObject({ outcome: 'fired', runId });
     expect(shown.ticks[0].deliveryId).toEqual(expect.any(Number));
+    // The tick names the delivery by the sender's id, as the 202 answered it.
+    expect(shown.ticks[0].deliveryKey).toBe('abc-1');
+    const cli = await runCli(['triggers', 'show', String(hook.id), '--database-url', db.current.url]);
+    expect(cli.code).toBe(0);
+    expect(cli.stdout).toMatch(new RegExp(`fired.*\\b${runId}\\b.*delivery abc-1`));
+    expect(cli.stdout).not.toMatch(/delivery \d+\b/);
   });
 
   it('refuses a mapped value the store cannot hold (a NUL or a lone surrogate as a JSON escape) with 400 naming the field, recording nothing', async () => {

@@ -68,8 +68,8 @@ export function busyView(over: Partial<AdminQueueView> = {}): AdminQueueView {
     leader: { replicaId: 'rep-a', since: iso(3_600_000) },
     shards,
     runners: [
-      { id: 'r-1', name: 'build-1', group: 'linux', labels: ['linux'], executors: ['shell'], site: null, state: 'online', drained: false, drainedBy: null, drainReason: null, load: { used: 1, max: 4 }, leases: 1, lastSeenAt: iso(3_000), lastSeenAgeMs: 3_000, registrationToken: null },
-      { id: 'r-2', name: 'build-2', group: 'linux', labels: ['linux'], executors: ['shell'], site: null, state: 'watch', drained: false, drainedBy: null, drainReason: null, load: { used: 4, max: 4 }, leases: 1, lastSeenAt: iso(70_000), lastSeenAgeMs: 70_000, registrationToken: null },
+      { id: 'r-1', name: 'build-1', group: 'linux', labels: ['linux'], executors: ['shell'], site: null, state: 'online', drained: false, drainedBy: null, drainReason: null, load: { used: 1, max: 4 }, slots: { used: 1, max: 2 }, leases: 1, lastSeenAt: iso(3_000), lastSeenAgeMs: 3_000, registrationToken: null },
+      { id: 'r-2', name: 'build-2', group: 'linux', labels: ['linux'], executors: ['shell'], site: null, state: 'watch', drained: false, drainedBy: null, drainReason: null, load: { used: 4, max: 4 }, slots: { used: 1, max: 2 }, leases: 1, lastSeenAt: iso(70_000), lastSeenAgeMs: 70_000, registrationToken: null },
     ],
     waiting: { ready: 10, readyEstimated: false, sampleSize: 10, sampled: false, groups: [group('no_runner_matches', 2, false), group('waiting_for_tick', 8, true)] },
     ...over,

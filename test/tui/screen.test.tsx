@@ -71,8 +71,68 @@ describe('the dashboard screen', () => {
     expect(text).toMatch(/acme\s+weight 2\s+pass 15\.7M\s+share 60%/);
     expect(text).toMatch(/12 smoke\s+6 deploy-api\s+zeta\/prod\/api\s+build-2\s+rep-b\s+offered/);
     expect(text).toMatch(/no_runner_matches\s+2\s+10m00s/);
-    expect(text).toMatch(/build-2\s+linux\s+████████\s+4\/4\s+1\s+watch/);
+    expect(text).toMatch(/build-2\s+linux\s+████████\s+4\/4\s+1\/2\s+watch/);
     expect(lines.filter((l) => /([AB] ){7}[AB]/.test(l))).toHaveLength(8);
+  });
+
+  const threeRunners = () => {
+    const v = busyView();
+    v.runners = [...v.runners, { ...v.runners[0], id: 'r-3', name: 'build-3', drained: true, drainedBy: 'runner', drainReason: 'drained from rack 3 for a disk swap' }];
+    return v;
+  };
+
+  it('a filter counts the runners that match out of all registered, never "0 registered"', () => {
+    const text = frame(feedOf(threeRunners()), { rows: 60, columns: 200, ui: { filter: 'gamma' } }).lines.join('\n');
+    expect(text).toMatch(/Runners\s+0 of 3 match/);
+    expect(text).toMatch(/no runner matches "gamma"/);
+    expect(text).not.toMatch(/registered/);
+    expect(frame(feedOf(threeRunners()), { rows: 60, columns: 200, ui: { filter: 'build-3' } }).lines.join('\n')).toMatch(/Runners\s+1 of 3 match/);
+  });
+
+  it('a cut runners list always says how many it leaves out, at every height', () => {
+    for (let rows = 14; rows <= 40; rows++) {
+      const { lines } = frame(feedOf(threeRunners()), { rows, columns: 80 });
+      fits(lines, rows, 80);
+      // The Runners pane is the last one: its title, then what it lists, then the footer.
+      const pane = lines.slice(lines.findIndex((l) => /^\s+Runners\s/.test(l)) + 1, -1);
+      const listed = pane.filter((l) => /^\s+build-\d\s+linux/.test(l)).length;
+      if (pane.length > 0 && listed < 3) expect(pane.join('\n'), `${rows} rows`).toContain(`+${3 - listed} more`);
+    }
+  });
+
+  it('uses a wide terminal: a drain reason whole, the runners listed', () => {
+    const { lines } = frame(feedOf(threeRunners()), { rows: 60, columns: 200 });
+    fits(lines, 60, 200);
+    expect(lines.join('\n')).toMatch(/build-3\s+linux.*yes: drained from rack 3 for a disk swap/);
+  });
+
+  it('keeps the 8×8 shard grid at 80 columns when other panes want the rows', () => {
+    const v = busyView();
+    const lease = v.leases.items[0];
+    v.leases = { total: 12, shown: 12, items: Array.from({ length: 12 }, (_, i) => ({ ...lease, stepId: 100 + i })) };
+    const { lines } = frame(feedOf(v), { rows: 24, columns: 80 });
+    fits(lines, 24, 80);
+    expect(lines.filter((l) => /^ {2}([AB] ){7}[AB]/.test(l))).toHaveLength(8);
+    expect(lines.some((l) => /([AB]){32}/.test(l))).toBe(false);
+  });
+
+  it('fits the sparklines in their pane: no lane line is cut short', () => {
+    for (const columns of [80, 100, 120, 200]) {
+      const { lines } = frame(feedOf(busyView()), { rows: 40, columns });
+      const lanes = lines.filter((l) => /\b(system|interactive|bulk)\s+\d+ ready/.test(l));
+      expect(lanes.length, `${columns} columns`).toBe(3);
+      for (const l of lanes) expect(l, `${columns} columns`).toMatch(/ready\s+\d+ leased\s+\S+\s+[▁▂▃▄▅▆▇█]+(\s|$)/);
+      for (const l of lanes) expect(l.slice(0, columns > 120 ? Math.floor((columns - 1) * 0.5) : columns), `${columns} columns`).not.toContain('…');
+    }
+  });
+
+  it('shows a runner at its max parallel steps as full: slots beside load, a full bar', () => {
+    const v = busyView();
+    v.runners = [{ ...v.runners[0], load: { used: 1, max: 2 }, slots: { used: 1, max: 1 }, leases: 1 }, v.runners[1]];
+    const { lines } = frame(feedOf(v), { rows: 60, columns: 200 });
+    const text = lines.join('\n');
+    expect(text).toMatch(/build-1\s+linux\s+████████\s+1\/2\s+1\/1\s+online/);
+    expect(text).toMatch(/Runners\s+2 registered · 2 online · load 5\/6 · slots 2\/3/);
   });
 
   it('shows the postures as banners: platform halted, fleet quiesced, drained runners', () => {
