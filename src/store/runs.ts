@@ -21,6 +21,8 @@ export interface RunRow extends Omit<RunDefinition, 'steps'> {
   createdBy: string | null;
   createdAt: Date;
   finishedAt: Date | null;
+  /** The template (and its version) and trigger the run was started from; null for a run submitted as a file; absent when the read did not select them. */
+  template?: { name: string; version: number | null; triggerId: number | null } | null;
 }
 
 export interface StepRow {
@@ -66,6 +68,9 @@ export const mapRun = (r: any): RunRow => ({
   createdBy: r.created_by,
   createdAt: r.created_at,
   finishedAt: r.finished_at,
+  ...(r.template_name !== undefined
+    ? { template: r.template_name === null ? null : { name: r.template_name, version: r.template_version ?? null, triggerId: r.trigger_id == null ? null : Number(r.trigger_id) } }
+    : {}),
 });
 
 export const mapStep = (r: any): StepRow => ({

@@ -17,6 +17,8 @@ export interface RunView {
   createdAt: string;
   finishedAt: string | null;
   durationMs: number;
+  /** The template version (and trigger) it was started from; null for a run submitted as a file. */
+  template: { name: string; version: number | null; triggerId: number | null } | null;
   steps: StepView[];
 }
 
@@ -81,6 +83,7 @@ export function runView(run: RunRow, steps: StepRow[], now: Date, verdicts?: Map
     createdAt: run.createdAt.toISOString(),
     finishedAt: iso(run.finishedAt),
     durationMs: Math.max(0, (run.finishedAt ?? now).getTime() - run.createdAt.getTime()),
+    template: run.template ?? null,
     steps: ordered.map((s) => ({
       name: s.name,
       status: s.status,
@@ -133,7 +136,9 @@ export function runStatusText(status: RunStatus, steps: Array<{ status: StepStat
 
 export function runHeadline(view: RunView): string {
   const where = [view.project, view.target].filter(Boolean).join(' ');
-  return `run ${view.id} ${view.name} (${where}): ${runStatusText(view.status, view.steps)} after ${formatDuration(view.durationMs)}${view.cause ? ` — ${view.cause}` : ''}`;
+  const t = view.template;
+  const from = t ? `, from template ${t.name}${t.version !== null ? ` v${t.version}` : ''}${t.triggerId !== null ? ` by trigger ${t.triggerId}` : ''}` : '';
+  return `run ${view.id} ${view.name} (${where}${from}): ${runStatusText(view.status, view.steps)} after ${formatDuration(view.durationMs)}${view.cause ? ` — ${view.cause}` : ''}`;
 }
 
 /** `runs list --json` item. */

@@ -58,6 +58,11 @@ describe('signed webhooks', () => {
     expect(cli.code).toBe(0);
     expect(cli.stdout).toMatch(new RegExp(`fired.*\\b${runId}\\b.*delivery abc-1`));
     expect(cli.stdout).not.toMatch(/delivery \d+\b/);
+    // The run names the template version and the trigger it came from.
+    const run = await runCli(['runs', 'show', String(runId), '--database-url', db.current.url]);
+    expect(run.stdout.split('\n')[0]).toMatch(new RegExp(`^run ${runId} deploy \\(default, from template deploy v1 by trigger ${hook.id}\\): `));
+    const runJson = JSON.parse((await runCli(['runs', 'show', String(runId), '--json', '--database-url', db.current.url])).stdout);
+    expect(runJson.template).toEqual({ name: 'deploy', version: 1, triggerId: hook.id });
   });
 
   it('refuses a mapped value the store cannot hold (a NUL or a lone surrogate as a JSON escape) with 400 naming the field, recording nothing', async () => {
