@@ -32,12 +32,12 @@ describe('fleet demand: per group, what waits for capacity and what waits for so
   beforeAll(async () => {
     const pool = db.current.pool;
     ctx = { pool, actor: 'test', source: 'test', acceptExceeding: true };
-    await insertRunner(pool, { id: 'rnr_b1', name: 'b1', group: 'build', maxLoad: 2 });
-    await insertRunner(pool, { id: 'rnr_b2', name: 'b2', group: 'build', maxLoad: 2 });
-    await insertRunner(pool, { id: 'rnr_b3', name: 'b3', group: 'build', maxLoad: 2 });
+    await insertRunner(pool, { id: 'rnr_b1', name: 'b1', group: 'build', maxLoad: 2, maxParallelSteps: 1 });
+    await insertRunner(pool, { id: 'rnr_b2', name: 'b2', group: 'build', maxLoad: 2, maxParallelSteps: 1 });
+    await insertRunner(pool, { id: 'rnr_b3', name: 'b3', group: 'build', maxLoad: 2, maxParallelSteps: 1 });
     await fleetDrainSet(pool, { runner: 'rnr_b3', drained: true, actor: 'test' });
-    await insertRunner(pool, { id: 'rnr_d1', name: 'd1', group: 'deploy', maxLoad: 4 });
-    await insertRunner(pool, { id: 'rnr_o1', name: 'o1', group: 'old', maxLoad: 4, state: 'offline' });
+    await insertRunner(pool, { id: 'rnr_d1', name: 'd1', group: 'deploy', maxLoad: 4, maxParallelSteps: 1 });
+    await insertRunner(pool, { id: 'rnr_o1', name: 'o1', group: 'old', maxLoad: 4, state: 'offline', maxParallelSteps: 1 });
     await insertLease(pool, { stepId: 900_001, runId: 900_001, runnerId: 'rnr_b1', load: 2, pools: ['db'] });
     await insertLease(pool, { stepId: 900_002, runId: 900_002, runnerId: 'rnr_b2', load: 2 });
     await pool.query(`UPDATE scheduler_job_leases SET executing = true WHERE step_id = 900002`);
@@ -104,8 +104,8 @@ describe('fleet demand: per group, what waits for capacity and what waits for so
 
   it('an entry two groups could serve counts in both rows and once in the total', async () => {
     const pool = db.current.pool;
-    await insertRunner(pool, { id: 'rnr_x1', name: 'x1', group: 'extra', labels: ['both'], maxLoad: 1 });
-    await insertRunner(pool, { id: 'rnr_y1', name: 'y1', group: 'other', labels: ['both'], maxLoad: 1 });
+    await insertRunner(pool, { id: 'rnr_x1', name: 'x1', group: 'extra', labels: ['both'], maxLoad: 1, maxParallelSteps: 1 });
+    await insertRunner(pool, { id: 'rnr_y1', name: 'y1', group: 'other', labels: ['both'], maxLoad: 1, maxParallelSteps: 1 });
     await insertLease(pool, { stepId: 900_003, runId: 900_003, runnerId: 'rnr_x1', load: 1 });
     await insertLease(pool, { stepId: 900_004, runId: 900_004, runnerId: 'rnr_y1', load: 1 });
     const both = await seedRun(pool, { placement: { labels: ['both'] }, steps: steps('b', 1) });
