@@ -1,3 +1,4 @@
+import { watchPipeReader } from '../pipe-reader.js';
 import { ConsoleFeed } from './feed.js';
 import type { ConsoleSource } from './source.js';
 
@@ -51,7 +52,9 @@ async function runPipe(opts: ConsoleOptions & { stdout: NodeJS.WriteStream; stde
     if (s.view) opts.stdout.write(`${JSON.stringify(s.view)}\n`);
   });
   await new Promise<void>((resolve) => {
+    let unwatch = () => {};
     const done = () => {
+      unwatch();
       process.off('SIGTERM', done);
       process.off('SIGINT', done);
       opts.stdout.off('error', done);
@@ -61,6 +64,8 @@ async function runPipe(opts: ConsoleOptions & { stdout: NodeJS.WriteStream; stde
     process.on('SIGINT', done);
     // A closed pipe (`| head -1`) ends the stream quietly.
     opts.stdout.on('error', done);
+    // …and at once, not a refresh later, when stdout is a pipe whose reader has gone.
+    if (opts.stdout === process.stdout) unwatch = watchPipeReader(done);
     feed.start();
   });
   await feed.stop();
