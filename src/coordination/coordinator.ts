@@ -42,8 +42,8 @@ export interface CoordinationTiming {
   leaderTtlMs: number;
 }
 
-/** The aged any-shard lane and the site fallback: an entry waiting this long is claimable by any replica. */
-export const SHARD_FALLBACK_MS = 15_000;
+// Defined with the queue's shapes, below both planes; named here too for the readers of coordination.
+export { SHARD_FALLBACK_MS } from '../core/entry.js';
 
 export const DEFAULT_TIMING: CoordinationTiming = { tickMs: 5_000, stalenessMs: 15_000, shardTtlMs: 15_000, leaderTtlMs: 15_000 };
 

@@ -1,6 +1,6 @@
 import { FairShare } from '../core/stride.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
-import { SHARD_FALLBACK_MS } from '../coordination/coordinator.js';
+import { SHARD_FALLBACK_MS } from '../core/entry.js';
 import { startLoop } from '../loop.js';
 import type { ServerContext } from '../context.js';
 import { listenChannel } from '../store/listen.js';
