@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Readiness } from './api/readiness.js';
 import type { Clock } from './clock.js';
 import type { ServerConfig } from './config.js';
-import type { DispatchDeps } from './dispatch/deps.js';
+import type { Dispatcher } from './dispatch/dispatcher.js';
 import type { Logger } from './logger.js';
 import type { LoopHandle } from './loop.js';
 import type { Pool } from './store/pool.js';
@@ -41,7 +41,7 @@ export interface ServerContext {
   /** The URL of the store this replica uses (for dedicated connections such as LISTEN). */
   databaseUrl: string;
   /** Set by the dispatch feature: what the lease lifecycle and the runner routes share. */
-  dispatch?: DispatchDeps;
+  dispatch?: Dispatcher;
   /** Run at shutdown, in reverse order of registration, before the pool closes. */
   onStop: Array<() => Promise<void>>;
 }

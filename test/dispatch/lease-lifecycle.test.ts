@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
 import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce, FENCED, RUNNER_LOST_CAUSE } from '../../src/dispatch/lifecycle.js';
 import type { OrchestratorHooks, StepOutcome } from '../../src/orchestrator/contract.js';
@@ -273,7 +272,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     };
     // The server's own dispatch loop may win the claim before this tick: either way the one
     // delivery reaches the call that went away.
-    await dispatchOnce(deps);
+    await deps.tick();
     await waitFor(() => refused === 1, { what: 'the delivery refused by the call that went away' });
     await waitFor(async () => (await db.current.pool.query('SELECT attempt, position FROM queue_ready WHERE step_id = $1', [stepIds[0]])).rows[0], { what: 'claim handed back' });
     expect((await db.current.pool.query('SELECT attempt, position FROM queue_ready')).rows).toEqual([{ attempt: 1, position: before[0].position }]);
