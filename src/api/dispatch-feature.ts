@@ -11,6 +11,6 @@ export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
     // Parked long polls would hold the HTTP close for a whole poll window: answer them first.
     ctx.app.addHook('preClose', async () => plane.answerParked());
     ctx.onStop.push(plane.stop);
-    registerRunnerRoutes(ctx.app, plane.dispatcher, { pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => !ctx.ownership.inMembership()), maxStepLogBytes: ctx.config.maxStepLogBytes, revocations: revocationFeed(ctx) });
+    registerRunnerRoutes(ctx.app, plane.dispatcher, { clock: ctx.clock, pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => !ctx.ownership.inMembership()), maxStepLogBytes: ctx.config.maxStepLogBytes, revocations: revocationFeed(ctx) });
   };
 }
