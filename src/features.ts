@@ -8,10 +8,17 @@ import { postureExpiryPass } from './dispatch/postures.js';
 import { orchestratorHooks } from './orchestrator/progress.js';
 import { historyRetentionPass } from './orchestrator/retention.js';
 import type { Feature, ServerContext } from './server.js';
-import { launchFeature } from './triggers/feature.js';
+import { launchFeature, TRIGGER_RETENTION_MS, triggerHousekeepingDuty } from './triggers/feature.js';
+import type { LeaderDuty } from './coordination/duties.js';
 
-/** The lost-runner expiry sweep runs on the leader's coordination tick: once across the replicas. */
-const expirySweep = async (ctx: ServerContext) => (ctx.dispatch ? expireOnce(ctx.dispatch) : undefined);
+/** The leader's duties of a production replica beyond coordination's own, each once across the replicas. */
+const leaderDuties: Array<(ctx: ServerContext) => LeaderDuty | undefined> = [
+  // The lost-runner expiry sweep runs on the leader's coordination tick.
+  (ctx) => ctx.dispatch && { name: 'lost-runner expiry', fallback: undefined, run: () => expireOnce(ctx.dispatch!) },
+  (ctx) => ({ name: 'posture expiry', fallback: undefined, run: () => postureExpiryPass(ctx) }),
+  (ctx) => ({ name: 'history retention', fallback: undefined, run: () => historyRetentionPass(ctx) }),
+  (ctx) => triggerHousekeepingDuty({ pool: ctx.pool, log: ctx.log.child({ component: 'launch' }), retentionMs: TRIGGER_RETENTION_MS }),
+];
 
 /** The features every production replica runs, in start order. */
 export function serverFeatures(): Feature[] {
@@ -19,7 +26,7 @@ export function serverFeatures(): Feature[] {
   // before the loops that read the ownership it installs on the context.
   return [
     metricsApi(),
-    coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep, postureExpiryPass, historyRetentionPass] }),
+    coordinationFeature({ hooks: orchestratorHooks, leaderDuties }),
     opsApi(),
     dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
     webhookApi(),

@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js';
+import type { LeaderDuty } from '../coordination/duties.js';
 import type { Logger } from '../logger.js';
 import { startLoop, type LoopHandle } from '../loop.js';
 import type { Feature, ServerContext } from '../context.js';
@@ -25,16 +25,27 @@ export async function housekeepingOnce(deps: HousekeepingDeps): Promise<{ settle
 
 export interface LaunchFeatureOptions {
   timing?: Partial<LaunchTiming>;
-  /** Default 30 days. */
-  retentionMs?: number;
+}
+
+/** Trigger history is kept this long by default. */
+export const TRIGGER_RETENTION_MS = 30 * 86_400_000;
+/** Housekeeping failed: the wait before it is tried again. */
+const HOUSEKEEPING_RETRY_MS = 30_000;
+
+/**
+ * Trigger housekeeping as a leader duty: every discovery interval on the leader, the first one
+ * interval after it became leader (a fresh leader has launches to fire first).
+ */
+export function triggerHousekeepingDuty(deps: HousekeepingDeps, everyMs = DEFAULT_LAUNCH_TIMING.discoveryIntervalMs): LeaderDuty<unknown> {
+  return { name: 'trigger housekeeping', everyMs, retryMs: HOUSEKEEPING_RETRY_MS, fallback: undefined, run: () => housekeepingOnce(deps) };
 }
 
 /**
  * The launch loop of a replica: runs only while this replica leads (started on `leader:gained`,
  * stopped on `leader:lost`), woken by NOTIFY opschain_triggers whenever any replica writes a
  * trigger or a delivery, a templated run finishes (its template's held launches go at once) or an
- * operator runs `opschain admin reconcile` (every held row goes). Housekeeping runs on its own
- * slower timer (the discovery interval), on the leader only.
+ * operator runs `opschain admin reconcile` (every held row goes). Housekeeping is a leader duty
+ * of the coordination loop (triggerHousekeepingDuty).
  */
 export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
   return (ctx: ServerContext) => {
@@ -43,12 +54,11 @@ export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
     const holds = new LaunchHolds();
     const deps: LaunchDeps = { pool: ctx.pool, log, holds, timing, isLeader: () => ctx.ownership.isLeader(), events: ctx.events };
 
-    let running: { loop: LoopHandle; housekeeping: LoopHandle; listener: Listener } | undefined;
+    let running: { loop: LoopHandle; listener: Listener } | undefined;
     let transition: Promise<void> = Promise.resolve();
     const start = () => {
       if (running) return;
       const loop = startLoop({ name: 'launch', clock: ctx.clock, log, once: async () => (await launchOnce(deps)).sleepMs, errorDelayMs: 1_000 });
-      const housekeeping = startHousekeeping(ctx.clock, { pool: ctx.pool, log, retentionMs: opts.retentionMs ?? 30 * 86_400_000 }, timing.discoveryIntervalMs, deps.isLeader);
       const listener = listenChannel(
         ctx.databaseUrl,
         TRIGGERS_CHANNEL,
@@ -62,7 +72,7 @@ export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
         },
         (err) => log.debug({ err: err.message }, 'triggers listener reconnecting'),
       );
-      running = { loop, housekeeping, listener };
+      running = { loop, listener };
       log.info('launch loop started (leader)');
     };
     const stop = async () => {
@@ -70,7 +80,7 @@ export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
       running = undefined;
       if (!r) return;
       await r.listener.stop();
-      await Promise.all([r.loop.stop(), r.housekeeping.stop()]);
+      await r.loop.stop();
       holds.releaseAll();
       log.info('launch loop stopped');
     };
@@ -90,23 +100,4 @@ export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
       },
     });
   };
-}
-
-function startHousekeeping(clock: Clock, deps: HousekeepingDeps, everyMs: number, isLeader: () => boolean): LoopHandle {
-  let first = true;
-  return startLoop({
-    name: 'trigger housekeeping',
-    clock,
-    log: deps.log,
-    once: async () => {
-      // The first pass waits one interval: a fresh leader has launches to fire first.
-      if (first) {
-        first = false;
-        return everyMs;
-      }
-      if (isLeader()) await housekeepingOnce(deps);
-      return everyMs;
-    },
-    errorDelayMs: 30_000,
-  });
 }

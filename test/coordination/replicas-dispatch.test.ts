@@ -17,7 +17,7 @@ import { startTestServer } from '../support/server.js';
 
 // Production features with a short coordination tick, so in-process replicas converge quickly.
 const features = () => [
-  coordinationFeature({ timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderPasses: [async (ctx: ServerContext) => ctx.dispatch && expireOnce(ctx.dispatch)] }),
+  coordinationFeature({ timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderDuties: [(ctx: ServerContext) => ctx.dispatch && { name: 'lost-runner expiry', fallback: undefined, run: () => expireOnce(ctx.dispatch!) }] }),
   opsApi(),
   dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
 ];

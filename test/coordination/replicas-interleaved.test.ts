@@ -14,7 +14,7 @@ import { TestRunner } from '../support/runner-client.js';
 import { startTestServer } from '../support/server.js';
 
 const features = () => [
-  coordinationFeature({ timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderPasses: [async (ctx: ServerContext) => ctx.dispatch && expireOnce(ctx.dispatch)] }),
+  coordinationFeature({ timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderDuties: [(ctx: ServerContext) => ctx.dispatch && { name: 'lost-runner expiry', fallback: undefined, run: () => expireOnce(ctx.dispatch!) }] }),
   dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
 ];
 

@@ -19,7 +19,7 @@ describe('postures: reason, actor, until, and what each one holds', () => {
   beforeAll(async () => {
     server = await startTestServer(db.current.url, {
       features: [
-        coordinationFeature({ timing: { tickMs: 200 }, leaderPasses: [postureExpiryPass] }),
+        coordinationFeature({ timing: { tickMs: 200 }, leaderDuties: [(ctx) => ({ name: 'posture expiry', fallback: undefined, run: () => postureExpiryPass(ctx) })] }),
         dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
       ],
       config: { leaseTtlMs: 60_000, pollWindowMs: 10_000 },
