@@ -1,16 +1,19 @@
-import type { Feature } from '../context.js';
-import { startDispatchPlane, type DispatchFeatureOptions } from '../dispatch/feature.js';
+import type { FastifyInstance } from 'fastify';
+import type { ReplicaEnv, ReplicaPart, ShardOwnership } from '../context.js';
+import type { DispatchFeatureOptions } from '../dispatch/feature.js';
+import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { revocationFeed } from '../dispatch/revocations.js';
 import { registerRunnerRoutes } from './runner-routes.js';
 
-/** The dispatch plane of one replica with the runner protocol routes that serve it. */
-export function dispatchFeature(opts: DispatchFeatureOptions): Feature {
-  return (ctx) => {
-    const plane = startDispatchPlane(ctx, ctx.ownership, opts);
-    ctx.dispatch = plane.dispatcher;
-    // Parked long polls would hold the HTTP close for a whole poll window: answer them first.
-    ctx.app.addHook('preClose', async () => plane.answerParked());
-    ctx.onStop.push(plane.stop);
-    registerRunnerRoutes(ctx.app, plane.dispatcher, { clock: ctx.clock, pollWindowMs: ctx.config.pollWindowMs, holdPolls: opts.holdPolls ?? (() => !ctx.ownership.inMembership()), maxStepLogBytes: ctx.config.maxStepLogBytes, revocations: revocationFeed(ctx) });
-  };
+/** The runner protocol routes serving a replica's dispatcher; returns the part of its revocation feed. */
+export function registerRunnerApi(app: FastifyInstance, env: ReplicaEnv, p: { dispatcher: Dispatcher; ownership: ShardOwnership; opts: DispatchFeatureOptions }): ReplicaPart {
+  const { revocations, part } = revocationFeed(env);
+  registerRunnerRoutes(app, p.dispatcher, {
+    clock: env.clock,
+    pollWindowMs: env.config.pollWindowMs,
+    holdPolls: p.opts.holdPolls ?? (() => !p.ownership.inMembership()),
+    maxStepLogBytes: env.config.maxStepLogBytes,
+    revocations,
+  });
+  return part;
 }

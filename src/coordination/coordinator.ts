@@ -6,7 +6,7 @@ import { shardsOf } from '../core/rendezvous.js';
 import type { Logger } from '../logger.js';
 import { startLoop } from '../loop.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
-import type { Feature, ServerContext } from '../context.js';
+import type { ReplicaEnv, ReplicaPart } from '../context.js';
 import {
   coordinationLeaseAcquire,
   coordinationLeaseList,
@@ -313,67 +313,64 @@ export async function coordinationRelease(deps: Pick<CoordinationDeps, 'pool' | 
   await coordinationLeaseRelease(pool, { names: held, holder: me });
 }
 
-export interface CoordinationFeatureOptions {
+export interface CoordinationOptions {
   timing?: Partial<CoordinationTiming>;
   hooks?: Pick<OrchestratorHooks, 'stepRequeued'>;
-  /** The leader's duties beyond coordination's own, built from the replica's context (e.g. the lost-runner expiry sweep). */
-  leaderDuties?: Array<(ctx: ServerContext) => LeaderDuty | undefined>;
 }
 
 /**
- * The coordination loop of a replica: replaces the lone-replica ownership on the context with the
- * lease-backed one, and releases everything it holds on clean shutdown.
+ * The coordination loop of a replica over `state`, the ownership the other parts were built with
+ * (it exists before the loop starts, so they can be). Its part hands everything over at the start
+ * of a clean shutdown.
  */
-export function coordinationFeature(opts: CoordinationFeatureOptions = {}): Feature {
-  return (ctx) => {
-    const state = new CoordinationState(ctx.clock);
-    const deps: CoordinationDeps = {
-      pool: ctx.pool,
-      replicaId: ctx.replicaId,
-      site: ctx.config.site ?? null,
-      clock: ctx.clock,
-      log: ctx.log.child({ component: 'coordination' }),
-      events: ctx.events,
-      state,
-      timing: { ...DEFAULT_TIMING, ...opts.timing },
-      config: ctx.config,
-      hooks: opts.hooks,
-      leaderDuties: (opts.leaderDuties ?? []).flatMap((duty) => duty(ctx) ?? []),
-    };
-    const coordinator = new Coordinator(deps);
-    ctx.ownership = state;
-    const loop = startLoop({
-      name: 'coordination',
-      clock: ctx.clock,
-      log: deps.log,
-      once: async () => {
-        await coordinator.once();
-        return deps.timing.tickMs;
-      },
-      errorDelayMs: 1_000,
-    });
-    ctx.loops.push(loop);
-    // Leases released, wanted, or a replica quiesced anywhere: tick now.
-    const listener = listenChannel(ctx.databaseUrl, COORDINATION_CHANNEL, (from) => {
-        if (from !== ctx.replicaId) loop.kick();
-      }, (err) => deps.log.debug({ err: err.message }, 'coordination listener reconnecting'));
-    // Hand over at the very start of a clean shutdown, before HTTP drains its in-flight requests:
-    // this replica stops dispatching at once, a peer takes the leader lease and the shards on its
-    // next tick instead of after the 15 s expiry. The leases go before the row is marked stopped,
-    // so no valid lease is ever held by a stopped replica.
-    let released: Promise<void> | undefined;
-    const handOver = () =>
-      (released ??= (async () => {
-        await loop.stop();
-        await listener.stop();
-        await coordinationRelease(deps);
-        await replicaStop(ctx.pool, ctx.replicaId);
-        // Peers take over on the tick this wakes, not on their own next one.
-        await coordinationNotify(ctx.pool, { from: ctx.replicaId });
-      })());
-    ctx.app.addHook('preClose', async () => {
+export function startCoordination(env: ReplicaEnv, state: CoordinationState, opts: CoordinationOptions & { leaderDuties: LeaderDuty[] }): ReplicaPart {
+  const deps: CoordinationDeps = {
+    pool: env.pool,
+    replicaId: env.replicaId,
+    site: env.config.site ?? null,
+    clock: env.clock,
+    log: env.log.child({ component: 'coordination' }),
+    events: env.events,
+    state,
+    timing: { ...DEFAULT_TIMING, ...opts.timing },
+    config: env.config,
+    hooks: opts.hooks,
+    leaderDuties: opts.leaderDuties,
+  };
+  const coordinator = new Coordinator(deps);
+  const loop = startLoop({
+    name: 'coordination',
+    clock: env.clock,
+    log: deps.log,
+    once: async () => {
+      await coordinator.once();
+      return deps.timing.tickMs;
+    },
+    errorDelayMs: 1_000,
+  });
+  // Leases released, wanted, or a replica quiesced anywhere: tick now.
+  const listener = listenChannel(env.databaseUrl, COORDINATION_CHANNEL, (from) => {
+      if (from !== env.replicaId) loop.kick();
+    }, (err) => deps.log.debug({ err: err.message }, 'coordination listener reconnecting'));
+  // Hand over at the very start of a clean shutdown, before HTTP drains its in-flight requests:
+  // this replica stops dispatching at once, a peer takes the leader lease and the shards on its
+  // next tick instead of after the 15 s expiry. The leases go before the row is marked stopped,
+  // so no valid lease is ever held by a stopped replica.
+  let released: Promise<void> | undefined;
+  const handOver = () =>
+    (released ??= (async () => {
+      await loop.stop();
+      await listener.stop();
+      await coordinationRelease(deps);
+      await replicaStop(env.pool, env.replicaId);
+      // Peers take over on the tick this wakes, not on their own next one.
+      await coordinationNotify(env.pool, { from: env.replicaId });
+    })());
+  return {
+    halt: () => loop.stop(),
+    beforeClose: async () => {
       await handOver().catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not hand over the coordination leases'));
-    });
-    ctx.onStop.push(handOver);
+    },
+    stop: handOver,
   };
 }

@@ -1,7 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
 import type { ServerConfig } from '../config.js';
-import type { ShardOwnership } from '../context.js';
+import type { ReplicaPart, ShardOwnership } from '../context.js';
 import { SHARD_FALLBACK_MS } from '../core/entry.js';
 import type { Logger } from '../logger.js';
 import { startLoop, type LoopHandle } from '../loop.js';
@@ -35,13 +35,13 @@ export interface DispatchEnv {
   databaseUrl: string;
 }
 
-/** A running dispatch plane: its dispatcher, and its own shutdown. */
-export interface DispatchPlane {
+/**
+ * A running dispatch plane: its dispatcher, and its own shutdown. Before HTTP closes it answers
+ * every parked poll empty (a parked poll would hold the close for a whole window); its stop ends
+ * the loops and the listener.
+ */
+export interface DispatchPlane extends ReplicaPart {
   dispatcher: Dispatcher;
-  /** Answers every parked poll empty: called before HTTP closes, or a parked poll would hold the close for a whole window. */
-  answerParked(): void;
-  /** Stops the loops and the listener; stopping twice is safe. */
-  stop(): Promise<void>;
 }
 
 /**
@@ -125,7 +125,10 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
   let stopped: Promise<void> | undefined;
   return {
     dispatcher,
-    answerParked: () => registry.drainAll(),
+    halt: async () => {
+      await Promise.all(loops.map((l) => l.stop()));
+    },
+    beforeClose: async () => registry.drainAll(),
     stop: () =>
       (stopped ??= (async () => {
         await Promise.all(loops.map((l) => l.stop()));

@@ -1,7 +1,7 @@
 import type { LeaderDuty } from '../coordination/duties.js';
 import type { Logger } from '../logger.js';
 import { startLoop, type LoopHandle } from '../loop.js';
-import type { Feature, ServerContext } from '../context.js';
+import type { ReplicaEnv, ReplicaPart, ShardOwnership } from '../context.js';
 import { listenChannel, type Listener } from '../store/listen.js';
 import type { Pool } from '../store/pool.js';
 import { deliveriesPrune, deliveriesSettleDisabled, ticksPrune, TRIGGERS_CHANNEL } from '../store/triggers.js';
@@ -47,57 +47,55 @@ export function triggerHousekeepingDuty(deps: HousekeepingDeps, everyMs = DEFAUL
  * operator runs `opschain admin reconcile` (every held row goes). Housekeeping is a leader duty
  * of the coordination loop (triggerHousekeepingDuty).
  */
-export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
-  return (ctx: ServerContext) => {
-    const log = ctx.log.child({ component: 'launch' });
-    const timing = { ...DEFAULT_LAUNCH_TIMING, ...opts.timing };
-    const holds = new LaunchHolds();
-    const deps: LaunchDeps = { pool: ctx.pool, log, holds, timing, isLeader: () => ctx.ownership.isLeader(), events: ctx.events };
+export function startLaunch(ctx: ReplicaEnv, ownership: Pick<ShardOwnership, 'isLeader'>, opts: LaunchFeatureOptions = {}): ReplicaPart {
+  const log = ctx.log.child({ component: 'launch' });
+  const timing = { ...DEFAULT_LAUNCH_TIMING, ...opts.timing };
+  const holds = new LaunchHolds();
+  const deps: LaunchDeps = { pool: ctx.pool, log, holds, timing, isLeader: () => ownership.isLeader(), events: ctx.events };
 
-    let running: { loop: LoopHandle; listener: Listener } | undefined;
-    let transition: Promise<void> = Promise.resolve();
-    const start = () => {
-      if (running) return;
-      const loop = startLoop({ name: 'launch', clock: ctx.clock, log, once: async () => (await launchOnce(deps)).sleepMs, errorDelayMs: 1_000 });
-      const listener = listenChannel(
-        ctx.databaseUrl,
-        TRIGGERS_CHANNEL,
-        (payload) => {
-          if (payload?.startsWith('run:')) holds.releaseTemplate(payload.slice(4));
-          else if (payload === 'reconcile') {
-            const n = holds.releaseAll();
-            log.info({ released: n }, 'reconcile: launch loop woken, held rows released');
-          }
-          loop.kick();
-        },
-        (err) => log.debug({ err: err.message }, 'triggers listener reconnecting'),
-      );
-      running = { loop, listener };
-      log.info('launch loop started (leader)');
-    };
-    const stop = async () => {
-      const r = running;
-      running = undefined;
-      if (!r) return;
-      await r.listener.stop();
-      await r.loop.stop();
-      holds.releaseAll();
-      log.info('launch loop stopped');
-    };
-    const onGained = () => (transition = transition.then(start));
-    const onLost = () => (transition = transition.then(stop));
-    ctx.events.on('leader:gained', onGained);
-    ctx.events.on('leader:lost', onLost);
-    // A lone replica (no coordination loop) leads from the start.
-    if (ctx.ownership.isLeader()) onGained();
-    ctx.loops.push({
-      kick: () => running?.loop.kick(),
-      stop: async () => {
-        ctx.events.off('leader:gained', onGained);
-        ctx.events.off('leader:lost', onLost);
-        await transition;
-        await stop();
+  let running: { loop: LoopHandle; listener: Listener } | undefined;
+  let transition: Promise<void> = Promise.resolve();
+  const start = () => {
+    if (running) return;
+    const loop = startLoop({ name: 'launch', clock: ctx.clock, log, once: async () => (await launchOnce(deps)).sleepMs, errorDelayMs: 1_000 });
+    const listener = listenChannel(
+      ctx.databaseUrl,
+      TRIGGERS_CHANNEL,
+      (payload) => {
+        if (payload?.startsWith('run:')) holds.releaseTemplate(payload.slice(4));
+        else if (payload === 'reconcile') {
+          const n = holds.releaseAll();
+          log.info({ released: n }, 'reconcile: launch loop woken, held rows released');
+        }
+        loop.kick();
       },
-    });
+      (err) => log.debug({ err: err.message }, 'triggers listener reconnecting'),
+    );
+    running = { loop, listener };
+    log.info('launch loop started (leader)');
   };
+  const stop = async () => {
+    const r = running;
+    running = undefined;
+    if (!r) return;
+    await r.listener.stop();
+    await r.loop.stop();
+    holds.releaseAll();
+    log.info('launch loop stopped');
+  };
+  const onGained = () => (transition = transition.then(start));
+  const onLost = () => (transition = transition.then(stop));
+  ctx.events.on('leader:gained', onGained);
+  ctx.events.on('leader:lost', onLost);
+  // A lone replica (no coordination loop) leads from the start.
+  if (ownership.isLeader()) onGained();
+  let stopped: Promise<void> | undefined;
+  const stopAll = () =>
+    (stopped ??= (async () => {
+      ctx.events.off('leader:gained', onGained);
+      ctx.events.off('leader:lost', onLost);
+      await transition;
+      await stop();
+    })());
+  return { halt: stopAll, stop: stopAll };
 }
