@@ -69,6 +69,16 @@ const joinPlans = (a: Delivered, b: Delivered): Delivered => ({
   unplaced: b.unplaced,
 });
 
+/** An attempt's plan, before anything is written. */
+interface TickPlan {
+  ledger: TickLedger;
+  waiters: TickWaiters;
+  /** The last claim sent came back with fewer entries than it asked for. */
+  lastShort: boolean;
+  /** Claims left unplaced for a reason other than capacity: candidates to set aside. */
+  unplaced: QueueEntry[];
+}
+
 /** What a tick's attempts share and report through: the tick's result and what its claims met. */
 interface TickState {
   result: TickResult;
@@ -216,12 +226,12 @@ export class Dispatcher implements DispatchDeps {
     // its own, which must share the delivery's transaction.
     const unlocked = this.hooks.stepsStartedWithDelivery !== undefined && !this.lockedLastTick;
     const state: TickState = { result, lockNeeded: false };
-    let delivered = unlocked ? await withClient(this.pool, (client) => this.planAndDeliver(state, { client, calls, parkedRead, locked: false })) : NEEDS_LOCKS;
+    let delivered = unlocked ? await withClient(this.pool, (client) => this.attempt(state, { client, calls, parkedRead, locked: false })) : NEEDS_LOCKS;
     if (delivered === NEEDS_LOCKS) {
       this.lockedLastTick = true;
       Object.assign(result, { claimed: 0, returned: 0 });
       state.lockNeeded = false;
-      delivered = await this.lockedAttempt((client) => this.planAndDeliver(state, { client, calls, parkedRead, locked: true }));
+      delivered = await this.lockedAttempt((client) => this.attempt(state, { client, calls, parkedRead, locked: true }));
       if (!state.lockNeeded) this.lockedLastTick = false;
     } else if (delivered && delivered.lost > 0) {
       // Another dispatcher took entries this one read (a shard changing hands, or its aged lane):
@@ -232,7 +242,7 @@ export class Dispatcher implements DispatchDeps {
       for (const { call } of delivered.leases) taken.set(call, (taken.get(call) ?? 0) + 1);
       const first = delivered;
       try {
-        const rest = await this.lockedAttempt((client) => this.planAndDeliver(state, { client, calls, parkedRead: fleetParkedRead(client, runnerIdsOf(calls)), locked: true, taken }));
+        const rest = await this.lockedAttempt((client) => this.attempt(state, { client, calls, parkedRead: fleetParkedRead(client, runnerIdsOf(calls)), locked: true, taken }));
         if (rest) delivered = joinPlans(first, rest);
       } catch (err) {
         // What the first delivery committed is answered whatever becomes of the rest: unanswered,
@@ -253,7 +263,7 @@ export class Dispatcher implements DispatchDeps {
     return done;
   }
 
-  /** planAndDeliver in one transaction, locking what it claims: it never gives up for want of locks. */
+  /** An attempt in one transaction, locking what it claims: it never gives up for want of locks. */
   private async lockedAttempt(attempt: (client: PoolClient) => Promise<Planned | typeof NEEDS_LOCKS>): Promise<Planned> {
     const planned = await withTransaction(this.pool, attempt);
     if (planned === NEEDS_LOCKS) throw new Error('a locked tick cannot need locks');
@@ -261,12 +271,25 @@ export class Dispatcher implements DispatchDeps {
   }
 
   /**
-   * Claims and plans page by page into a tick ledger, then commits the ledger's deliveries
+   * One attempt of a tick: its plan (a tick ledger), then the ledger's deliveries committed
    * (commitDeliveries) on the attempt's client: inside a transaction when `locked`, each statement
    * on its own otherwise. Unlocked, it gives up (NEEDS_LOCKS) before writing anything as soon as
    * a claim holds an entry that needs its lock.
    */
-  private async planAndDeliver(state: TickState, { client, calls, parkedRead, locked, taken }: Attempt): Promise<Planned | typeof NEEDS_LOCKS> {
+  private async attempt(state: TickState, attempt: Attempt): Promise<Planned | typeof NEEDS_LOCKS> {
+    const planned = await this.plan(state, attempt);
+    if (planned === null || planned === NEEDS_LOCKS) return planned;
+    const { ledger, waiters, lastShort, unplaced } = planned;
+    if (ledger.deliveries.length === 0) return { leases: [], details: new Map<number, OfferDetail>(), deliveries: [], lastShort, lost: 0, unplaced };
+    const committed = await commitDeliveries(attempt.client, this, { deliveries: ledger.deliveries, pinned: ledger.pinned, callOf: waiters.callOf });
+    return { ...committed, lastShort, unplaced };
+  }
+
+  /**
+   * Claims page by page and plans each page over the calls into a tick ledger; writes nothing.
+   * Null: offers are held, or no call can take anything (what was claimed stays where it was).
+   */
+  private async plan(state: TickState, { client, calls, parkedRead, locked, taken }: Attempt): Promise<TickPlan | null | typeof NEEDS_LOCKS> {
     const { result } = state;
     const waiters = new TickWaiters(taken);
     const shards = this.ownedShards();
@@ -346,9 +369,7 @@ export class Dispatcher implements DispatchDeps {
     }
     result.returned = unplaced.length;
     const blockable = why.filter((r) => !CAPACITY_RETURNS.has(r.code)).map((r) => r.entry);
-    if (ledger.deliveries.length === 0) return { leases: [], details: new Map<number, OfferDetail>(), deliveries: [], lastShort, lost: 0, unplaced: blockable };
-    const committed = await commitDeliveries(client, this, { deliveries: ledger.deliveries, pinned: ledger.pinned, callOf: waiters.callOf });
-    return { ...committed, lastShort, unplaced: blockable };
+    return { ledger, waiters, lastShort, unplaced: blockable };
   }
 
   /** What a tick that delivered does once its delivery has committed: fair share, events, the answers. */
