@@ -6,7 +6,7 @@ import type { ServerConfig } from './config.js';
 import { clearServerRecord, homeLockAcquire, readLocalSecret, writeLocalSecret, writeServerRecord } from './home.js';
 import type { FastifyInstance } from 'fastify';
 import { adminTokenOf } from './api/admin-auth.js';
-import { registerRunnerApi } from './api/dispatch-feature.js';
+import { registerRunnerApi } from './api/runner-api.js';
 import { registerMetrics, type MetricsOptions } from './api/metrics.js';
 import { registerOpsRoutes } from './api/ops-routes.js';
 import { registerWebhookRoutes } from './api/webhooks.js';

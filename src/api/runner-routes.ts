@@ -5,7 +5,7 @@ import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
 import { emitDispatch } from '../dispatch/events.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
-import { RunnerRegistration } from '../dispatch/registration.js';
+import { RegistrationService } from '../dispatch/registration.js';
 import type { Revocations } from '../dispatch/revocations.js';
 import { Conflict, Unauthorized } from '../errors.js';
 import { leasesNotHeld } from '../store/lease-revoke.js';
@@ -69,7 +69,7 @@ export interface RunnerRouteOptions {
 /** What every runner route is served by. */
 interface RunnerRoutes {
   dispatch: DispatchDeps;
-  registration: RunnerRegistration;
+  registration: RegistrationService;
   parked: ParkedCalls;
   opts: RunnerRouteOptions;
 }
@@ -85,7 +85,7 @@ export function registerRunnerRoutes(app: App, dispatch: DispatchDeps, opts: Run
   });
   const r: RunnerRoutes = {
     dispatch,
-    registration: new RunnerRegistration(dispatch),
+    registration: new RegistrationService(dispatch),
     parked: new ParkedCalls({ clock: opts.clock, touch: touchInTurn }),
     opts,
   };

@@ -48,7 +48,7 @@ export interface DispatchPlane extends ReplicaPart {
  * The dispatch plane of one replica: the Dispatcher, its adaptive loop (250 ms busy → 2 s idle,
  * woken at once by in-process kicks and by NOTIFY from other processes), the check of entries set
  * aside and, unless the coordination loop runs it on the leader's tick, the expiry sweep. The
- * runner protocol routes that serve it are the API layer's (src/api/dispatch-feature.ts).
+ * runner protocol routes that serve it are the API layer's (src/api/runner-api.ts).
  */
 export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, opts: DispatchFeatureOptions): DispatchPlane {
   const dispatcher = new Dispatcher({

@@ -30,7 +30,7 @@ export interface Registered {
  * Runner registration on one replica: a live registration token admits a runner into the groups
  * the token is bound to; the runner gets an id and a credential, and the registration is audited.
  */
-export class RunnerRegistration {
+export class RegistrationService {
   constructor(private readonly deps: { pool: Pool; replicaId: string }) {}
 
   /** The live registration token `presented` names, or undefined (not a registration token, revoked, unknown). */
