@@ -1,11 +1,8 @@
 import type { EventEmitter } from 'node:events';
-import type { FastifyInstance } from 'fastify';
 import type { Readiness } from './api/readiness.js';
 import type { Clock } from './clock.js';
 import type { ServerConfig } from './config.js';
-import type { DispatchDeps } from './dispatch/deps.js';
 import type { Logger } from './logger.js';
-import type { LoopHandle } from './loop.js';
 import type { Pool } from './store/pool.js';
 
 /** Which shards this replica may dispatch now, and whether it leads; the coordination loop keeps it current. */
@@ -24,27 +21,30 @@ export function soleOwnership(): ShardOwnership {
   return { owned: () => all, isLeader: () => true, liveSites: () => new Set(), inMembership: () => true };
 }
 
-/** Everything a feature of one replica needs; features register routes and loops through it. */
-export interface ServerContext {
-  config: ServerConfig;
-  pool: Pool;
-  log: Logger;
-  clock: Clock;
-  replicaId: string;
-  readiness: Readiness;
-  app: FastifyInstance;
+/**
+ * What every part of one replica is built from, fixed before any part is built. Nothing is added
+ * to it later: a part that needs another part is handed it by the composition root (src/server.ts),
+ * so the order in which parts start is the order their arguments allow.
+ */
+export interface ReplicaEnv {
+  readonly config: ServerConfig;
+  readonly pool: Pool;
+  readonly log: Logger;
+  readonly clock: Clock;
+  readonly replicaId: string;
+  readonly readiness: Readiness;
   /** In-process signals between loops (`queue:enqueued`, `lease:completed`, …). */
-  events: EventEmitter;
-  loops: LoopHandle[];
-  /** Replaced by the coordination feature; dispatch reads it every tick. */
-  ownership: ShardOwnership;
+  readonly events: EventEmitter;
   /** The URL of the store this replica uses (for dedicated connections such as LISTEN). */
-  databaseUrl: string;
-  /** Set by the dispatch feature: what the lease lifecycle and the runner routes share. */
-  dispatch?: DispatchDeps;
-  /** Run at shutdown, in reverse order of registration, before the pool closes. */
-  onStop: Array<() => Promise<void>>;
+  readonly databaseUrl: string;
 }
 
-/** A feature wires itself into a starting replica (routes, loops, stop hooks). */
-export type Feature = (ctx: ServerContext) => void | Promise<void>;
+/** A running part of a replica (its loops, listeners, parked calls), with its own shutdown. */
+export interface ReplicaPart {
+  /** Stops the part's loops and nothing else, as a crash would (tests of a replica that dies without a word). */
+  halt(): Promise<void>;
+  /** The start of a clean shutdown, before HTTP drains its requests (hand leases over, answer parked polls). */
+  beforeClose?(): Promise<void>;
+  /** After HTTP closed, in reverse start order, before the pool closes; stopping twice is safe. */
+  stop(): Promise<void>;
+}

@@ -1,28 +1,27 @@
-import { metricsApi } from './api/metrics.js';
-import { opsApi } from './api/ops-routes.js';
-import { webhookApi } from './api/webhooks.js';
-import { coordinationFeature } from './coordination/coordinator.js';
 import { expireOnce } from './dispatch/lifecycle.js';
-import { dispatchFeature } from './api/dispatch-feature.js';
 import { postureExpiryPass } from './dispatch/postures.js';
 import { orchestratorHooks } from './orchestrator/progress.js';
 import { historyRetentionPass } from './orchestrator/retention.js';
-import type { Feature, ServerContext } from './server.js';
-import { launchFeature } from './triggers/feature.js';
+import type { LeaderDutyOf, ReplicaPlan } from './server.js';
+import { TRIGGER_RETENTION_MS, triggerHousekeepingDuty } from './triggers/feature.js';
 
-/** The lost-runner expiry sweep runs on the leader's coordination tick: once across the replicas. */
-const expirySweep = async (ctx: ServerContext) => (ctx.dispatch ? expireOnce(ctx.dispatch) : undefined);
+/** The leader's duties a replica may run beyond coordination's own, each once across the replicas. */
+export const leaderDuties = {
+  /** The lost-runner expiry sweep, on the leader's coordination tick rather than every replica's own loop. */
+  expirySweep: ({ dispatcher }) => dispatcher && { name: 'lost-runner expiry', fallback: undefined, run: () => expireOnce(dispatcher) },
+  postureExpiry: ({ env }) => ({ name: 'posture expiry', fallback: undefined, run: () => postureExpiryPass(env) }),
+  historyRetention: ({ env }) => ({ name: 'history retention', fallback: undefined, run: () => historyRetentionPass(env) }),
+  triggerHousekeeping: ({ env }) => triggerHousekeepingDuty({ pool: env.pool, log: env.log.child({ component: 'launch' }), retentionMs: TRIGGER_RETENTION_MS }),
+} satisfies Record<string, LeaderDutyOf>;
 
-/** The features every production replica runs, in start order. */
-export function serverFeatures(): Feature[] {
-  // Metrics first: its response hook then sees every route the others register. Coordination
-  // before the loops that read the ownership it installs on the context.
-  return [
-    metricsApi(),
-    coordinationFeature({ hooks: orchestratorHooks, leaderPasses: [expirySweep, postureExpiryPass, historyRetentionPass] }),
-    opsApi(),
-    dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
-    webhookApi(),
-    launchFeature(),
-  ];
+/** What every production replica runs. */
+export function serverPlan(): ReplicaPlan {
+  return {
+    metrics: {},
+    coordination: { hooks: orchestratorHooks, leaderDuties: [leaderDuties.expirySweep, leaderDuties.postureExpiry, leaderDuties.historyRetention, leaderDuties.triggerHousekeeping] },
+    ops: true,
+    dispatch: { hooks: orchestratorHooks, ownExpiryLoop: false },
+    webhooks: true,
+    launch: {},
+  };
 }

@@ -4,7 +4,18 @@ import { hostname } from 'node:os';
 import { systemClock, type Clock } from './clock.js';
 import type { ServerConfig } from './config.js';
 import { clearServerRecord, homeLockAcquire, readLocalSecret, writeLocalSecret, writeServerRecord } from './home.js';
+import type { FastifyInstance } from 'fastify';
 import { adminTokenOf } from './api/admin-auth.js';
+import { registerRunnerApi } from './api/runner-api.js';
+import { registerMetrics, type MetricsOptions } from './api/metrics.js';
+import { registerOpsRoutes } from './api/ops-routes.js';
+import { registerWebhookRoutes } from './api/webhooks.js';
+import { startCoordination, type CoordinationOptions } from './coordination/coordinator.js';
+import type { LeaderDuty } from './coordination/duties.js';
+import { CoordinationState } from './coordination/state.js';
+import type { Dispatcher } from './dispatch/dispatcher.js';
+import { startDispatchPlane, type DispatchFeatureOptions } from './dispatch/feature.js';
+import { startLaunch, type LaunchFeatureOptions } from './triggers/feature.js';
 import { createHttpServer } from './api/http.js';
 import { Readiness, storeCheck } from './api/readiness.js';
 import type { Logger } from './logger.js';
@@ -15,14 +26,44 @@ import { replicaRegister, replicaSetAddress, replicaStop } from './store/replica
 import { tokenCreate } from './store/tokens.js';
 import { VERSION } from './version.js';
 
-export { soleOwnership, type Feature, type ServerContext, type ShardOwnership } from './context.js';
-import { soleOwnership, type Feature, type ServerContext } from './context.js';
+export { soleOwnership, type ReplicaEnv, type ShardOwnership } from './context.js';
+import { soleOwnership, type ReplicaEnv, type ReplicaPart, type ShardOwnership } from './context.js';
+
+/** A started replica as its tests and its command see it. */
+export interface ReplicaView extends ReplicaEnv {
+  readonly ownership: ShardOwnership;
+  /** Present when the replica dispatches. */
+  readonly dispatcher?: Dispatcher;
+}
 
 export interface ServerHandle {
-  ctx: ServerContext;
+  replica: ReplicaView;
+  /** The replica's HTTP server (in-process requests, route listings). */
+  app: FastifyInstance;
   url: string;
   databaseUrl: string;
+  /** Stops every part's loops and nothing else (no hand-over, HTTP still serving): what a crash leaves. */
+  halt(): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** A leader duty of a replica, built from the parts it runs over once they exist. */
+export type LeaderDutyOf = (parts: { env: ReplicaEnv; dispatcher?: Dispatcher }) => LeaderDuty | undefined;
+
+/** What a replica runs. Every part is optional; the composition root builds them in the one order their needs allow. */
+export interface ReplicaPlan {
+  /** `GET /metrics`. */
+  metrics?: MetricsOptions;
+  /** The coordination loop (lease-backed ownership, leadership, the leader's duties); absent, the replica owns every shard and leads. */
+  coordination?: CoordinationOptions & { leaderDuties?: LeaderDutyOf[] };
+  /** The HTTP API of every verb. */
+  ops?: boolean;
+  /** The dispatch plane and the runner protocol. */
+  dispatch?: DispatchFeatureOptions;
+  /** Signed webhook calls. */
+  webhooks?: boolean;
+  /** The launch loop (on the leader). */
+  launch?: LaunchFeatureOptions;
 }
 
 export function newReplicaId(): string {
@@ -33,7 +74,7 @@ export interface StartOptions {
   config: ServerConfig;
   log: Logger;
   clock?: Clock;
-  features?: Feature[];
+  plan?: ReplicaPlan;
   /** Write server.json / local tokens into the home (the CLI does; tests may not). */
   recordHome?: boolean;
 }
@@ -60,6 +101,7 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     preparedStatements: config.preparedStatements,
     onError: (err) => log.warn({ err: err.message }, 'store connection error'),
   });
+  let parts: ReplicaPart[] = [];
   try {
     const applied = await migrate(pool);
     if (applied.length) log.info({ applied: applied.map((m) => m.name) }, 'migrations applied');
@@ -69,10 +111,11 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     const readiness = new Readiness();
     readiness.add(storeCheck(pool));
     const app = createHttpServer({ log, readiness, version: VERSION, replicaId, pollWindowMs: config.pollWindowMs, isAdmin: async (req) => (await adminTokenOf(pool, req)) !== undefined });
-    const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], ownership: soleOwnership(), databaseUrl, onStop: [] };
-    ctx.events.setMaxListeners(0);
-    for (const feature of opts.features ?? []) await feature(ctx);
-
+    const events = new EventEmitter();
+    events.setMaxListeners(0);
+    const env: ReplicaEnv = { config, pool, log, clock, replicaId, readiness, events, databaseUrl };
+    const built = buildReplica(app, env, opts.plan ?? {});
+    parts = built.parts;
     await app.listen({ port: config.port, host: config.host });
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.port;
@@ -89,8 +132,7 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
       (stopping ??= (async () => {
         log.info('stopping');
         await app.close().catch((err) => log.warn({ err: err.message }, 'http close failed'));
-        await Promise.all(ctx.loops.map((l) => l.stop()));
-        for (const hook of [...ctx.onStop].reverse()) await hook().catch((err) => log.warn({ err: err.message }, 'stop hook failed'));
+        for (const part of [...parts].reverse()) await part.stop().catch((err) => log.warn({ err: err.message }, 'stop hook failed'));
         await replicaStop(pool, replicaId).catch((err) => log.warn({ err: err.message }, 'could not release coordination rows'));
         await pool.end().catch(() => {});
         if (opts.recordHome !== false) clearServerRecord(config.home);
@@ -98,13 +140,49 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
         unlockHome();
         log.info('stopped');
       })());
-    return { ctx, url, databaseUrl, stop };
+    const halt = async () => {
+      await Promise.all(parts.map((p) => p.halt()));
+    };
+    return { replica: built.view, app, url, databaseUrl, halt, stop };
   } catch (err) {
+    for (const part of [...parts].reverse()) await part.stop().catch(() => {});
     await pool.end().catch(() => {});
     if (embedded) await embedded.stop().catch(() => {});
     unlockHome();
     throw err;
   }
+}
+
+/**
+ * Builds the parts of one replica in the order their needs allow: the ownership first (the
+ * coordination state, not yet ticking), the dispatcher over it, the HTTP routes (metrics first, so
+ * its response hook sees every route), the launch loop, and last the coordination loop, whose
+ * leader duties run over the parts built before it. Each part gets what it needs as arguments.
+ */
+function buildReplica(app: FastifyInstance, env: ReplicaEnv, plan: ReplicaPlan): { parts: ReplicaPart[]; view: ReplicaView } {
+  const parts: ReplicaPart[] = [];
+  const coordination = plan.coordination ? new CoordinationState(env.clock) : undefined;
+  const ownership: ShardOwnership = coordination ?? soleOwnership();
+  const plane = plan.dispatch ? startDispatchPlane(env, ownership, plan.dispatch) : undefined;
+  const dispatcher = plane?.dispatcher;
+  // Hand-over and answers at the start of a clean shutdown, in start order, before the routes' own.
+  app.addHook('preClose', async () => {
+    for (const part of parts) await part.beforeClose?.();
+  });
+  if (plan.metrics) registerMetrics(app, env, { ownership, parked: () => dispatcher?.registry.size ?? 0 }, plan.metrics);
+  if (plan.ops) registerOpsRoutes(app, env);
+  if (plane) {
+    parts.push(plane);
+    parts.push(registerRunnerApi(app, env, { dispatcher: plane.dispatcher, ownership, opts: plan.dispatch! }));
+  }
+  if (plan.webhooks) registerWebhookRoutes(app, env);
+  if (plan.launch) parts.push(startLaunch(env, ownership, plan.launch));
+  if (coordination) {
+    const leaderDuties = (plan.coordination!.leaderDuties ?? []).flatMap((duty) => duty({ env, dispatcher }) ?? []);
+    // First to hand over at shutdown, as it was first to own.
+    parts.unshift(startCoordination(env, coordination, { ...plan.coordination, leaderDuties }));
+  }
+  return { parts, view: { ...env, ownership, dispatcher } };
 }
 
 /** A local admin token and registration token, so verbs and runners on this machine need no flags. */

@@ -2,7 +2,7 @@ import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import { startServer } from '../../src/server.js';
 
 export default class ServerStart extends BaseCommand<typeof ServerStart> {
@@ -39,7 +39,7 @@ export default class ServerStart extends BaseCommand<typeof ServerStart> {
       },
     });
     const log = createLogger(config.logLevel);
-    const server = await startServer({ config, log, features: serverFeatures() });
+    const server = await startServer({ config, log, plan: serverPlan() });
     await new Promise<void>((resolve) => {
       let signalled = false;
       const onSignal = (sig: string) => {

@@ -3,7 +3,8 @@ import { DEMAND_REASONS, demandOf } from '../core/capacity.js';
 import { LANE_NAMES, SHARD_COUNT } from '../core/entry.js';
 import { onDispatch } from '../dispatch/events.js';
 import { LEASE_VACUUM_EVERY } from '../dispatch/group-commit.js';
-import type { Feature, ServerContext } from '../server.js';
+import type { FastifyInstance } from 'fastify';
+import type { ReplicaEnv, ShardOwnership } from '../context.js';
 import { queueLaneDepth } from '../store/admin-queue.js';
 import { capacityRead } from '../store/capacity.js';
 import { gaugeSnapshotRead } from '../store/metrics.js';
@@ -86,11 +87,11 @@ export class OpschainMetrics {
 }
 
 /** Reads what the scrape reports as gauges: the store-wide aggregates and this replica's own state. */
-async function refreshGauges(m: OpschainMetrics, ctx: ServerContext): Promise<void> {
+async function refreshGauges(m: OpschainMetrics, ctx: ReplicaEnv & MetricsSources): Promise<void> {
   m.shardsOwned.set(ctx.ownership.owned().length);
   m.leader.set(ctx.ownership.isLeader() ? 1 : 0);
   m.member.set(ctx.ownership.inMembership() ? 1 : 0);
-  m.parked.set(ctx.dispatch?.registry.size ?? 0);
+  m.parked.set(ctx.parked());
   try {
     const [depth, snap, posture] = await Promise.all([queueLaneDepth(ctx.pool), gaugeSnapshotRead(ctx.pool), postureRead(ctx.pool)]);
     m.storeUp.set(1);
@@ -134,44 +135,54 @@ async function refreshGauges(m: OpschainMetrics, ctx: ServerContext): Promise<vo
   }
 }
 
+export interface MetricsOptions {
+  defaultMetrics?: boolean;
+}
+
+/** What the replica's own gauges read: its ownership and its parked acquires. */
+export interface MetricsSources {
+  ownership: ShardOwnership;
+  /** Runner acquire calls parked on this replica now. */
+  parked: () => number;
+}
+
 /**
  * `GET /metrics` in the Prometheus text format. Open without a token, like /healthz and /readyz:
  * it carries aggregate counts with closed label sets and no ids or secrets (docs/metrics.md).
  */
-export function metricsApi(opts: { defaultMetrics?: boolean } = {}): Feature {
-  return (ctx) => {
-    const m = new OpschainMetrics(opts);
-    poolObserve(ctx.pool, (seconds, err) => m.storeQuery(seconds, err));
-    const ev = ctx.events;
-    onDispatch(ev, 'acquire:answered', (p) => m.acquireOutcomes.inc({ outcome: p.outcome }));
-    onDispatch(ev, 'lease:fenced', (p) => {
-      m.acquireOutcomes.inc({ outcome: 'fenced' }, p.count);
-      m.leaseFenced.inc({ call: p.call }, p.count);
-    });
-    onDispatch(ev, 'dispatch:delivered', (p) => {
-      for (const w of p.waits) m.deliveryWait.observe({ lane: laneName(w.lane) }, w.seconds);
-    });
-    onDispatch(ev, 'lease:finished', (p) => {
-      for (const [status, n] of Object.entries(p.statuses)) if (n > 0) m.completions.inc({ status }, n);
-    });
-    onDispatch(ev, 'lease:expired', (p) => {
-      if (p.lost > 0) {
-        m.expiries.inc({ reason: 'runner_lost' }, p.lost);
-        m.completions.inc({ status: 'system_error' }, p.lost);
-      }
-      if (p.requeued > 0) m.expiries.inc({ reason: 'ack_deadline' }, p.requeued);
-      if (p.returned > 0) m.expiries.inc({ reason: 'claim_expired' }, p.returned);
-    });
-    onDispatch(ev, 'lease:vacuumed', (p) => m.leaseVacuums.inc({ outcome: p.outcome }));
-    ctx.app.addHook('onResponse', async (req, reply) => {
-      m.httpRequests.inc({ method: req.method, route: req.routeOptions?.url ?? 'unmatched', status: String(reply.statusCode) });
-    });
-    ctx.app.get('/metrics', async (_req, reply) => {
-      await refreshGauges(m, ctx);
-      reply.header('content-type', m.registry.contentType);
-      return exposition(await m.registry.metrics());
-    });
-  };
+export function registerMetrics(app: FastifyInstance, env: ReplicaEnv, sources: MetricsSources, opts: MetricsOptions = {}): void {
+  const ctx = { ...env, ...sources };
+  const m = new OpschainMetrics(opts);
+  poolObserve(ctx.pool, (seconds, err) => m.storeQuery(seconds, err));
+  const ev = ctx.events;
+  onDispatch(ev, 'acquire:answered', (p) => m.acquireOutcomes.inc({ outcome: p.outcome }));
+  onDispatch(ev, 'lease:fenced', (p) => {
+    m.acquireOutcomes.inc({ outcome: 'fenced' }, p.count);
+    m.leaseFenced.inc({ call: p.call }, p.count);
+  });
+  onDispatch(ev, 'dispatch:delivered', (p) => {
+    for (const w of p.waits) m.deliveryWait.observe({ lane: laneName(w.lane) }, w.seconds);
+  });
+  onDispatch(ev, 'lease:finished', (p) => {
+    for (const [status, n] of Object.entries(p.statuses)) if (n > 0) m.completions.inc({ status }, n);
+  });
+  onDispatch(ev, 'lease:expired', (p) => {
+    if (p.lost > 0) {
+      m.expiries.inc({ reason: 'runner_lost' }, p.lost);
+      m.completions.inc({ status: 'system_error' }, p.lost);
+    }
+    if (p.requeued > 0) m.expiries.inc({ reason: 'ack_deadline' }, p.requeued);
+    if (p.returned > 0) m.expiries.inc({ reason: 'claim_expired' }, p.returned);
+  });
+  onDispatch(ev, 'lease:vacuumed', (p) => m.leaseVacuums.inc({ outcome: p.outcome }));
+  app.addHook('onResponse', async (req, reply) => {
+    m.httpRequests.inc({ method: req.method, route: req.routeOptions?.url ?? 'unmatched', status: String(reply.statusCode) });
+  });
+  app.get('/metrics', async (_req, reply) => {
+    await refreshGauges(m, ctx);
+    reply.header('content-type', m.registry.contentType);
+    return exposition(await m.registry.metrics());
+  });
 }
 
 /**

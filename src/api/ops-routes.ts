@@ -2,7 +2,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Invalid } from '../errors.js';
 import type { OpsContext } from '../ops/context.js';
 import { DOMAIN, pathParams, VERBS, type FieldSchema, type Verb, type VerbSpec } from '../ops/verbs.js';
-import type { Feature } from '../server.js';
+import type { FastifyInstance } from 'fastify';
+import type { ReplicaEnv } from '../context.js';
 import { adminActor, scopeAuth } from './admin-auth.js';
 
 /**
@@ -75,55 +76,53 @@ function verbInput(spec: VerbSpec, req: FastifyRequest): Record<string, unknown>
  * scope covers the verb, answering what the verb's domain function returns. Errors are the error
  * handler's: `{"error": {"code", "message"}}` with the status of the domain error's kind.
  */
-export function opsApi(): Feature {
-  return (ctx) => {
-    const auth = { read: scopeAuth(ctx.pool, 'read'), runs: scopeAuth(ctx.pool, 'runs'), levers: scopeAuth(ctx.pool, 'levers'), admin: scopeAuth(ctx.pool, 'admin') };
-    // Parked long polls by token id, on this replica.
-    const parkedBy = new Map<string, number>();
-    for (const verb of Object.keys(VERBS) as Verb[]) {
-      const spec = VERBS[verb];
-      const fn = DOMAIN[verb] as (ctx: OpsContext, input: unknown) => Promise<unknown>;
-      ctx.app.route({
-        method: spec.method,
-        url: spec.path,
-        schema: routeSchema(spec),
-        ...(spec.bodyLimit ? { bodyLimit: spec.bodyLimit } : {}),
-        onRequest: auth[spec.scope],
-        // A POST with no body is an empty input: a lever with no reason needs none.
-        preValidation: async (req: FastifyRequest) => {
-          if (spec.method === 'POST' && req.body == null) req.body = {};
-        },
-        handler: async (req: FastifyRequest, reply: FastifyReply) => {
-          const input = verbInput(spec, req);
-          const parks = spec.longPoll && typeof input.waitMs === 'number' && input.waitMs > 0 ? req.adminToken?.id : undefined;
+export function registerOpsRoutes(app: FastifyInstance, ctx: Pick<ReplicaEnv, 'pool' | 'config'>): void {
+  const auth = { read: scopeAuth(ctx.pool, 'read'), runs: scopeAuth(ctx.pool, 'runs'), levers: scopeAuth(ctx.pool, 'levers'), admin: scopeAuth(ctx.pool, 'admin') };
+  // Parked long polls by token id, on this replica.
+  const parkedBy = new Map<string, number>();
+  for (const verb of Object.keys(VERBS) as Verb[]) {
+    const spec = VERBS[verb];
+    const fn = DOMAIN[verb] as (ctx: OpsContext, input: unknown) => Promise<unknown>;
+    app.route({
+      method: spec.method,
+      url: spec.path,
+      schema: routeSchema(spec),
+      ...(spec.bodyLimit ? { bodyLimit: spec.bodyLimit } : {}),
+      onRequest: auth[spec.scope],
+      // A POST with no body is an empty input: a lever with no reason needs none.
+      preValidation: async (req: FastifyRequest) => {
+        if (spec.method === 'POST' && req.body == null) req.body = {};
+      },
+      handler: async (req: FastifyRequest, reply: FastifyReply) => {
+        const input = verbInput(spec, req);
+        const parks = spec.longPoll && typeof input.waitMs === 'number' && input.waitMs > 0 ? req.adminToken?.id : undefined;
+        if (parks !== undefined) {
+          const parked = parkedBy.get(parks) ?? 0;
+          if (parked >= PARKED_LONG_POLLS_PER_TOKEN) {
+            return reply
+              .code(429)
+              .header('retry-after', '1')
+              .send({ error: { code: 'too_many_long_polls', message: `too many long polls parked for this token (at most ${PARKED_LONG_POLLS_PER_TOKEN}); retry when one ends` } });
+          }
+          parkedBy.set(parks, parked + 1);
+        }
+        const gone = new AbortController();
+        const onClose = () => {
+          if (!reply.raw.writableFinished) gone.abort();
+        };
+        reply.raw.once('close', onClose);
+        try {
+          const opsCtx: OpsContext = { pool: ctx.pool, actor: adminActor(req), source: req.ip, tokenId: req.adminToken?.id, acceptExceeding: ctx.config.acceptExceeding, signal: gone.signal };
+          return await fn(opsCtx, input);
+        } finally {
+          reply.raw.off('close', onClose);
           if (parks !== undefined) {
-            const parked = parkedBy.get(parks) ?? 0;
-            if (parked >= PARKED_LONG_POLLS_PER_TOKEN) {
-              return reply
-                .code(429)
-                .header('retry-after', '1')
-                .send({ error: { code: 'too_many_long_polls', message: `too many long polls parked for this token (at most ${PARKED_LONG_POLLS_PER_TOKEN}); retry when one ends` } });
-            }
-            parkedBy.set(parks, parked + 1);
+            const left = (parkedBy.get(parks) ?? 1) - 1;
+            if (left > 0) parkedBy.set(parks, left);
+            else parkedBy.delete(parks);
           }
-          const gone = new AbortController();
-          const onClose = () => {
-            if (!reply.raw.writableFinished) gone.abort();
-          };
-          reply.raw.once('close', onClose);
-          try {
-            const opsCtx: OpsContext = { pool: ctx.pool, actor: adminActor(req), source: req.ip, tokenId: req.adminToken?.id, acceptExceeding: ctx.config.acceptExceeding, signal: gone.signal };
-            return await fn(opsCtx, input);
-          } finally {
-            reply.raw.off('close', onClose);
-            if (parks !== undefined) {
-              const left = (parkedBy.get(parks) ?? 1) - 1;
-              if (left > 0) parkedBy.set(parks, left);
-              else parkedBy.delete(parks);
-            }
-          }
-        },
-      });
-    }
-  };
+        }
+      },
+    });
+  }
 }

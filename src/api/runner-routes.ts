@@ -1,25 +1,23 @@
-import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { hashSecret, newSecret, secretKind } from '../core/tokens.js';
+import type { Clock } from '../clock.js';
 import { turnBatcher } from '../core/turn-batch.js';
 import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
-import type { Revocations } from '../dispatch/revocations.js';
 import { emitDispatch } from '../dispatch/events.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
-import { stepLogAppend } from '../store/logs.js';
+import { RegistrationService } from '../dispatch/registration.js';
+import type { Revocations } from '../dispatch/revocations.js';
+import { Conflict, Unauthorized } from '../errors.js';
 import { leasesNotHeld } from '../store/lease-revoke.js';
-import { auditRecord } from '../store/audit.js';
-import { RegistrationGroupRefusedError, runnerRegisterExclusive, RunnerNameTakenError, runnerTouch } from '../store/runners.js';
-import { tokenVerify, type TokenRow } from '../store/tokens.js';
-import { Conflict, Forbidden, Unauthorized } from '../errors.js';
+import { stepLogAppend } from '../store/logs.js';
+import { runnerTouch } from '../store/runners.js';
+import type { TokenRow } from '../store/tokens.js';
 import { sendError } from './errors.js';
+import { ParkedCalls, PARKED_PER_RUNNER, type ParkedCall } from './parked-calls.js';
 import { runnerAuth } from './runner-auth.js';
 import { BODY_LIMIT, int4, int8, load, name as schemaName, names as schemaNames, nullableText, object, text } from './schema.js';
 
-const PROTOCOL_VERSION = 1;
-/** Parked or held acquires one runner may have at once (the runner agent keeps at most 4): excess is 429. */
-export const PARKED_PER_RUNNER = 8;
+export { PARKED_PER_RUNNER };
 /** The longest single log chunk and the most chunks in one batch. */
 export const LOG_CHUNK_MAX_CHARS = 1024 * 1024;
 const name = schemaName();
@@ -64,36 +62,58 @@ export interface RunnerRouteOptions {
   maxStepLogBytes?: number;
   /** Wakes parked watch calls when a lease of their runner is revoked. */
   revocations: Revocations;
+  /** The clock of the liveness throttle. */
+  clock: Pick<Clock, 'now'>;
 }
 
+/** What every runner route is served by. */
+interface RunnerRoutes {
+  dispatch: DispatchDeps;
+  registration: RegistrationService;
+  parked: ParkedCalls;
+  opts: RunnerRouteOptions;
+}
+
+type App = FastifyInstance;
+
 /** The runner protocol of docs/runner-protocol.md. */
-export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, opts: RunnerRouteOptions): void {
-  const auth = runnerAuth(deps.pool);
-  const seen = new Map<string, number>();
+export function registerRunnerRoutes(app: App, dispatch: DispatchDeps, opts: RunnerRouteOptions): void {
   // The runners seen in one turn of the event loop are touched by one statement.
   const touchInTurn = turnBatcher(async (runnerIds: string[]) => {
-    await runnerTouch(deps.pool, { runnerIds, replicaId: deps.replicaId });
+    await runnerTouch(dispatch.pool, { runnerIds, replicaId: dispatch.replicaId });
     return new Map<string, never>();
   });
-  /** Liveness writes are coalesced: at most one per runner per few seconds, however often it polls. */
-  const touch = (runnerId: string) => {
-    const last = seen.get(runnerId) ?? 0;
-    if (Date.now() - last < 5_000) return;
-    seen.set(runnerId, Date.now());
-    touchInTurn(runnerId).catch(() => seen.delete(runnerId));
+  const r: RunnerRoutes = {
+    dispatch,
+    registration: new RegistrationService(dispatch),
+    parked: new ParkedCalls({ clock: opts.clock, touch: touchInTurn }),
+    opts,
   };
-
-  // Every poll in flight, parked or held (drained runner, quiesced replica): a shutdown answers
-  // them all empty before HTTP waits for its requests, or it would wait out a poll window.
-  const polls = new Set<AbortController>();
-  const parkedBy = new Map<string, number>();
-  let closing = false;
-  app.addHook('preClose', async () => {
-    closing = true;
-    for (const ctl of polls) ctl.abort();
+  // A shutdown answers every poll in flight empty before HTTP waits for its requests.
+  app.addHook('preClose', async () => r.parked.close());
+  registerRoute(app, r);
+  app.register(async (scoped) => {
+    // The credential is checked before the body is read: anonymous callers get 401 and nothing else.
+    scoped.addHook('onRequest', runnerAuth(dispatch.pool));
+    acquireRoute(scoped, r);
+    watchRoute(scoped, r);
+    ackRoute(scoped, r);
+    renewRoute(scoped, r);
+    releaseRoute(scoped, r);
+    completeRoute(scoped, r);
+    logsRoute(scoped, r);
   });
+}
 
-  const registrationTokens = new WeakMap<object, TokenRow>();
+/** A poll's socket closing aborts it; returns the undo. */
+function abortOnClose(socket: { once(e: 'close', f: () => void): unknown; off(e: 'close', f: () => void): unknown }, call: ParkedCall): () => void {
+  const onClose = () => call.abort();
+  socket.once('close', onClose);
+  return () => socket.off('close', onClose);
+}
+
+function registerRoute(app: App, { registration, dispatch, opts }: RunnerRoutes): void {
+  const tokens = new WeakMap<object, TokenRow>();
   app.post<{ Body: any }>(
     '/api/runner/register',
     {
@@ -101,10 +121,9 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
       // The credential travels in the body: check it before the schema, so a caller without a
       // live registration token learns nothing about the fields (401, not a field-level 400).
       preValidation: async (req, reply) => {
-        const presented = (req.body as Record<string, unknown> | null)?.registration_token;
-        const tok = typeof presented === 'string' && secretKind(presented) === 'registration' ? await tokenVerify(deps.pool, 'registration', presented) : undefined;
+        const tok = await registration.token((req.body as Record<string, unknown> | null)?.registration_token);
         if (!tok) return sendError(reply, new Unauthorized('registration token invalid', 'registration_token_invalid'));
-        registrationTokens.set(req, tok);
+        tokens.set(req, tok);
       },
       schema: {
         body: object(
@@ -125,198 +144,168 @@ export function registerRunnerRoutes(app: FastifyInstance, deps: DispatchDeps, o
     },
     async (req, reply) => {
       const b = req.body as Record<string, any>;
-      const tok = registrationTokens.get(req)!;
-      const credential = newSecret('runner');
-      let registered: Awaited<ReturnType<typeof runnerRegisterExclusive>>;
-      try {
-        registered = await runnerRegisterExclusive(deps.pool, {
-          id: `rnr_${randomBytes(8).toString('hex')}`,
-          name: b.name,
-          group: b.group ?? null,
-          labels: b.labels ?? [],
-          executors: b.executors ?? ['shell'],
-          maxLoad: b.max_load ?? 1,
-          maxParallelSteps: b.max_parallel_steps ?? 1,
-          site: b.site ?? null,
-          protocolVersion: b.protocol_version ?? PROTOCOL_VERSION,
-          credentialHash: hashSecret(credential),
-          replicaId: deps.replicaId,
-          registrationTokenId: tok.id,
-        }, { tokenId: tok.id, groups: tok.groups });
-      } catch (err) {
-        if (err instanceof RunnerNameTakenError) return sendError(reply, new Conflict(err.message, 'runner_name_taken'));
-        if (err instanceof RegistrationGroupRefusedError) return sendError(reply, new Forbidden(err.message, 'registration_group_refused'));
-        throw err;
-      }
-      const { runner, retired } = registered;
-      await auditRecord(deps.pool, { actor: `token:${tok.id}`, action: 'runner.register', target: runner.id, source: req.ip, detail: { name: runner.name, group: runner.group, ...(retired.length ? { retired } : {}) } });
-      return reply.code(201).send({ runner_id: runner.id, credential, lease_ttl_ms: deps.ttlMs, poll_window_ms: opts.pollWindowMs });
+      const { runnerId, credential } = await registration.register(
+        tokens.get(req)!,
+        { name: b.name, group: b.group, labels: b.labels, executors: b.executors, maxLoad: b.max_load, maxParallelSteps: b.max_parallel_steps, site: b.site, protocolVersion: b.protocol_version },
+        req.ip,
+      );
+      return reply.code(201).send({ runner_id: runnerId, credential, lease_ttl_ms: dispatch.ttlMs, poll_window_ms: opts.pollWindowMs });
     },
   );
+}
 
-  app.register(async (scoped) => {
-    // The credential is checked before the body is read: anonymous callers get 401 and nothing else.
-    scoped.addHook('onRequest', auth);
+function acquireRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void {
+  app.post<{ Body: { request_id: string; max_offers?: number; wait_ms?: number; only_run_id?: number | null; ack_on_delivery?: boolean; fresh?: boolean; completions?: WireCompletion[] } }>(
+    '/api/runner/acquire',
+    {
+      bodyLimit: BODY_LIMIT.small,
+      schema: {
+        body: object(
+          {
+            request_id: text({ minLength: 1, maxLength: 128 }),
+            max_offers: int4({ min: 1, max: 64 }),
+            wait_ms: int4({ min: 0 }),
+            only_run_id: { anyOf: [int8(), { type: 'null' }] },
+            ack_on_delivery: { type: 'boolean' },
+            fresh: { type: 'boolean' },
+            completions: completionItems(0),
+          },
+          ['request_id'],
+        ),
+      },
+    },
+    async (req, reply) => {
+      const runner = req.runner!;
+      parked.seen(runner.id);
+      const call = parked.acquire(runner.id);
+      if (!call) {
+        return reply.code(429).header('retry-after', '1').send({ error: { code: 'too_many_acquires', message: `too many acquires in flight for this runner (at most ${PARKED_PER_RUNNER}); retry` } });
+      }
+      const unhook = abortOnClose(req.raw.socket, call);
+      try {
+        const holdEmpty = opts.holdPolls();
+        const { offers, results } = await acquireCarrying(dispatch, {
+          runner,
+          requestId: req.body.request_id,
+          maxOffers: req.body.max_offers ?? 1,
+          waitMs: Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs),
+          onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
+          ackOnDelivery: req.body.ack_on_delivery === true,
+          fresh: req.body.fresh === true,
+          signal: call.signal,
+          holdEmpty,
+          completions: toCompletions(req.body.completions ?? []),
+        });
+        emitDispatch(dispatch.events, 'acquire:answered', { outcome: offers.length > 0 ? 'offer' : runner.drained || holdEmpty ? 'held' : 'empty', offers: offers.length });
+        // Answered by a shutdown: close the connection with the answer, or the server's close
+        // would wait out the keep-alive timeout of a socket that went idle after it began.
+        if (parked.closing) reply.header('connection', 'close');
+        if (results) return { offers, results };
+        if (offers.length === 0) return reply.code(204).send();
+        return { offers };
+      } finally {
+        call.done();
+        unhook();
+      }
+    },
+  );
+}
 
-    scoped.post<{ Body: { request_id: string; max_offers?: number; wait_ms?: number; only_run_id?: number | null; ack_on_delivery?: boolean; fresh?: boolean; completions?: WireCompletion[] } }>(
-      '/api/runner/acquire',
-      {
-        bodyLimit: BODY_LIMIT.small,
-        schema: {
-          body: object(
-            {
-              request_id: text({ minLength: 1, maxLength: 128 }),
-              max_offers: int4({ min: 1, max: 64 }),
-              wait_ms: int4({ min: 0 }),
-              only_run_id: { anyOf: [int8(), { type: 'null' }] },
-              ack_on_delivery: { type: 'boolean' },
-              fresh: { type: 'boolean' },
-              completions: completionItems(0),
-            },
-            ['request_id'],
-          ),
-        },
-      },
-      async (req, reply) => {
-        const runner = req.runner!;
-        touch(runner.id);
-        const parked = parkedBy.get(runner.id) ?? 0;
-        if (parked >= PARKED_PER_RUNNER) {
-          return reply.code(429).header('retry-after', '1').send({ error: { code: 'too_many_acquires', message: `too many acquires in flight for this runner (at most ${PARKED_PER_RUNNER}); retry` } });
-        }
-        parkedBy.set(runner.id, parked + 1);
-        const ctl = new AbortController();
-        const onClose = () => ctl.abort();
-        req.raw.socket.once('close', onClose);
-        polls.add(ctl);
-        try {
-          const holdEmpty = opts.holdPolls();
-          const { offers, results } = await acquireCarrying(deps, {
-            runner,
-            requestId: req.body.request_id,
-            maxOffers: req.body.max_offers ?? 1,
-            waitMs: Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs),
-            onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
-            ackOnDelivery: req.body.ack_on_delivery === true,
-            fresh: req.body.fresh === true,
-            signal: ctl.signal,
-            holdEmpty,
-            completions: toCompletions(req.body.completions ?? []),
-          });
-          emitDispatch(deps.events, 'acquire:answered', { outcome: offers.length > 0 ? 'offer' : runner.drained || holdEmpty ? 'held' : 'empty', offers: offers.length });
-          // Answered by a shutdown: close the connection with the answer, or the server's close
-          // would wait out the keep-alive timeout of a socket that went idle after it began.
-          if (closing) reply.header('connection', 'close');
-          if (results) return { offers, results };
-          if (offers.length === 0) return reply.code(204).send();
-          return { offers };
-        } finally {
-          const left = (parkedBy.get(runner.id) ?? 1) - 1;
-          if (left > 0) parkedBy.set(runner.id, left);
-          else parkedBy.delete(runner.id);
-          polls.delete(ctl);
-          req.raw.socket.off('close', onClose);
-        }
-      },
-    );
-
-    // The watch: parked like an acquire, answered as soon as one of the presented leases is no
-    // longer the runner's (a cancel revoked it), so the step is killed now rather than at the
-    // next renewal, up to a minute later.
-    scoped.post<{ Body: { leases: Ref[]; wait_ms?: number } }>(
-      '/api/runner/watch',
-      {
-        bodyLimit: BODY_LIMIT.batch,
-        schema: { body: object({ leases: leaseRefs.properties.leases, wait_ms: int4({ min: 0 }) }, ['leases']) },
-      },
-      async (req, reply) => {
-        const runnerId = req.runner!.id;
-        touch(runnerId);
-        const items = toRefs(req.body.leases);
-        const ctl = new AbortController();
-        const onClose = () => ctl.abort();
-        req.raw.socket.once('close', onClose);
-        polls.add(ctl);
-        const window = setTimeout(() => ctl.abort(), Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs));
-        try {
-          for (;;) {
-            // Listen before looking, so a revocation committed between the two still wakes this call.
-            const woke = opts.revocations.next(runnerId, ctl.signal);
-            const revoked = await leasesNotHeld(deps.pool, { runnerId, items });
-            if (revoked.length > 0 || ctl.signal.aborted || closing) {
-              if (closing) reply.header('connection', 'close');
-              return { revoked };
-            }
-            await woke;
+// The watch: parked like an acquire, answered as soon as one of the presented leases is no
+// longer the runner's (a cancel revoked it), so the step is killed now rather than at the
+// next renewal, up to a minute later.
+function watchRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void {
+  app.post<{ Body: { leases: Ref[]; wait_ms?: number } }>(
+    '/api/runner/watch',
+    {
+      bodyLimit: BODY_LIMIT.batch,
+      schema: { body: object({ leases: leaseRefs.properties.leases, wait_ms: int4({ min: 0 }) }, ['leases']) },
+    },
+    async (req, reply) => {
+      const runnerId = req.runner!.id;
+      parked.seen(runnerId);
+      const items = toRefs(req.body.leases);
+      const call = parked.watch();
+      const unhook = abortOnClose(req.raw.socket, call);
+      const window = setTimeout(() => call.abort(), Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs));
+      try {
+        for (;;) {
+          // Listen before looking, so a revocation committed between the two still wakes this call.
+          const woke = opts.revocations.next(runnerId, call.signal);
+          const revoked = await leasesNotHeld(dispatch.pool, { runnerId, items });
+          if (revoked.length > 0 || call.signal.aborted || parked.closing) {
+            if (parked.closing) reply.header('connection', 'close');
+            return { revoked };
           }
-        } finally {
-          clearTimeout(window);
-          polls.delete(ctl);
-          req.raw.socket.off('close', onClose);
+          await woke;
         }
-      },
-    );
+      } finally {
+        clearTimeout(window);
+        call.done();
+        unhook();
+      }
+    },
+  );
+}
 
-    scoped.post<{ Body: { leases: Ref[] } }>('/api/runner/ack', { bodyLimit: BODY_LIMIT.batch, schema: { body: leaseRefs } }, async (req) => ({
-      results: await ackLeases(deps, req.runner!.id, toRefs(req.body.leases)),
-    }));
+function ackRoute(app: App, { dispatch }: RunnerRoutes): void {
+  app.post<{ Body: { leases: Ref[] } }>('/api/runner/ack', { bodyLimit: BODY_LIMIT.batch, schema: { body: leaseRefs } }, async (req) => ({
+    results: await ackLeases(dispatch, req.runner!.id, toRefs(req.body.leases)),
+  }));
+}
 
-    scoped.post<{ Body: { leases: Ref[] } }>('/api/runner/renew', { bodyLimit: BODY_LIMIT.batch, schema: { body: leaseRefs } }, async (req) => {
-      touch(req.runner!.id);
-      return { results: await renewLeases(deps, req.runner!.id, toRefs(req.body.leases)) };
-    });
-
-    scoped.post<{ Body: { leases: Ref[] } }>('/api/runner/release', { bodyLimit: BODY_LIMIT.batch, schema: { body: leaseRefs } }, async (req) => ({
-      results: await releaseLeases(deps, req.runner!.id, toRefs(req.body.leases)),
-    }));
-
-    scoped.post<{ Body: { completions: WireCompletion[] } }>(
-      '/api/runner/complete',
-      {
-        bodyLimit: BODY_LIMIT.batch,
-        schema: {
-          body: object(
-            {
-              completions: completionItems(1),
-            },
-            ['completions'],
-          ),
-        },
-      },
-      async (req) => ({ results: await completeLeases(deps, req.runner!.id, toCompletions(req.body.completions)) }),
-    );
-
-    scoped.post<{ Body: { step_id: number | string; token: string | number; chunks: Array<{ stream: 'stdout' | 'stderr'; text: string }> } }>(
-      '/api/runner/logs',
-      {
-        bodyLimit: BODY_LIMIT.large,
-        schema: {
-          body: object(
-            {
-              step_id: stepId,
-              token,
-              chunks: {
-                type: 'array',
-                maxItems: 1000,
-                // Step output is arbitrary: NUL and broken UTF-16 are stored visibly replaced (storableText), not refused.
-                items: object({ stream: { enum: ['stdout', 'stderr'] }, text: { type: 'string', maxLength: LOG_CHUNK_MAX_CHARS } }, ['stream', 'text']),
-              },
-            },
-            ['step_id', 'token', 'chunks'],
-          ),
-        },
-      },
-      async (req, reply) => {
-        const lease = await checkLease(deps, req.runner!.id, { stepId: Number(req.body.step_id), token: String(req.body.token) });
-        if (!lease) {
-          emitDispatch(deps.events, 'lease:fenced', { call: 'logs', count: 1 });
-          return sendError(reply, new Conflict(FENCED, 'lease_lost'));
-        }
-        if (req.body.chunks.length === 0) return { ok: true };
-        const { truncated } = await stepLogAppend(deps.pool, { stepId: lease.stepId, attempt: lease.attempt, chunks: req.body.chunks, maxBytes: opts.maxStepLogBytes });
-        // `truncated`: the step's log is full; a runner may stop sending its output.
-        return truncated ? { ok: true, truncated: true } : { ok: true };
-      },
-    );
+function renewRoute(app: App, { dispatch, parked }: RunnerRoutes): void {
+  app.post<{ Body: { leases: Ref[] } }>('/api/runner/renew', { bodyLimit: BODY_LIMIT.batch, schema: { body: leaseRefs } }, async (req) => {
+    parked.seen(req.runner!.id);
+    return { results: await renewLeases(dispatch, req.runner!.id, toRefs(req.body.leases)) };
   });
+}
+
+function releaseRoute(app: App, { dispatch }: RunnerRoutes): void {
+  app.post<{ Body: { leases: Ref[] } }>('/api/runner/release', { bodyLimit: BODY_LIMIT.batch, schema: { body: leaseRefs } }, async (req) => ({
+    results: await releaseLeases(dispatch, req.runner!.id, toRefs(req.body.leases)),
+  }));
+}
+
+function completeRoute(app: App, { dispatch }: RunnerRoutes): void {
+  app.post<{ Body: { completions: WireCompletion[] } }>(
+    '/api/runner/complete',
+    { bodyLimit: BODY_LIMIT.batch, schema: { body: object({ completions: completionItems(1) }, ['completions']) } },
+    async (req) => ({ results: await completeLeases(dispatch, req.runner!.id, toCompletions(req.body.completions)) }),
+  );
+}
+
+function logsRoute(app: App, { dispatch, opts }: RunnerRoutes): void {
+  app.post<{ Body: { step_id: number | string; token: string | number; chunks: Array<{ stream: 'stdout' | 'stderr'; text: string }> } }>(
+    '/api/runner/logs',
+    {
+      bodyLimit: BODY_LIMIT.large,
+      schema: {
+        body: object(
+          {
+            step_id: stepId,
+            token,
+            chunks: {
+              type: 'array',
+              maxItems: 1000,
+              // Step output is arbitrary: NUL and broken UTF-16 are stored visibly replaced (storableText), not refused.
+              items: object({ stream: { enum: ['stdout', 'stderr'] }, text: { type: 'string', maxLength: LOG_CHUNK_MAX_CHARS } }, ['stream', 'text']),
+            },
+          },
+          ['step_id', 'token', 'chunks'],
+        ),
+      },
+    },
+    async (req, reply) => {
+      const lease = await checkLease(dispatch, req.runner!.id, { stepId: Number(req.body.step_id), token: String(req.body.token) });
+      if (!lease) {
+        emitDispatch(dispatch.events, 'lease:fenced', { call: 'logs', count: 1 });
+        return sendError(reply, new Conflict(FENCED, 'lease_lost'));
+      }
+      if (req.body.chunks.length === 0) return { ok: true };
+      const { truncated } = await stepLogAppend(dispatch.pool, { stepId: lease.stepId, attempt: lease.attempt, chunks: req.body.chunks, maxBytes: opts.maxStepLogBytes });
+      // `truncated`: the step's log is full; a runner may stop sending its output.
+      return truncated ? { ok: true, truncated: true } : { ok: true };
+    },
+  );
 }

@@ -6,7 +6,7 @@ import { shardsOf } from '../core/rendezvous.js';
 import type { Logger } from '../logger.js';
 import { startLoop } from '../loop.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
-import type { Feature, ServerContext } from '../context.js';
+import type { ReplicaEnv, ReplicaPart } from '../context.js';
 import {
   coordinationLeaseAcquire,
   coordinationLeaseList,
@@ -14,6 +14,8 @@ import {
   coordinationNotify,
   COORDINATION_CHANNEL,
   LEADER_LEASE,
+  type CoordinationLease,
+  type Member,
   membershipLive,
   replicaReap,
   schedulerDonePrune,
@@ -27,6 +29,7 @@ import { claimReclaimDead, type ReclaimedClaim } from '../store/reclaim.js';
 import { replicaHeartbeat, replicaRegister, replicaStop } from '../store/replicas.js';
 import { runnerLivenessSweep, type LivenessChange } from '../store/runner-liveness.js';
 import { VERSION } from '../version.js';
+import { LeaderDuties, type LeaderDuty } from './duties.js';
 import { emitCoordination, type TickReport } from './events.js';
 import { CoordinationState, OWNERSHIP_SAFETY_MS } from './state.js';
 
@@ -42,17 +45,14 @@ export interface CoordinationTiming {
   leaderTtlMs: number;
 }
 
-/** The aged any-shard lane and the site fallback: an entry waiting this long is claimable by any replica. */
-export const SHARD_FALLBACK_MS = 15_000;
+// Defined with the queue's shapes, below both planes; named here too for the readers of coordination.
+export { SHARD_FALLBACK_MS } from '../core/entry.js';
 
 export const DEFAULT_TIMING: CoordinationTiming = { tickMs: 5_000, stalenessMs: 15_000, shardTtlMs: 15_000, leaderTtlMs: 15_000 };
 
 /** Reclaim works in bounded batches so one sweep never holds many rows locked at once. */
 const RECLAIM_BATCH = 500;
 const RECLAIM_MAX_BATCHES = 20;
-
-/** A pass run once per tick on the leader only (the lost-runner expiry sweep is one). */
-export type LeaderPass = (p: { leaderToken: number }) => Promise<unknown>;
 
 export interface CoordinationDeps {
   pool: Pool;
@@ -66,61 +66,147 @@ export interface CoordinationDeps {
   config: Pick<ServerConfig, 'pollWindowMs' | 'replicaRetentionMs' | 'schedulerDoneRetentionDays'>;
   /** Told when a reclaimed exposed claim comes back as a new attempt. */
   hooks?: Pick<OrchestratorHooks, 'stepRequeued'>;
-  leaderPasses?: LeaderPass[];
+  /** The leader's duties beyond coordination's own, run after runner liveness (the lost-runner expiry sweep is one). */
+  leaderDuties?: LeaderDuty[];
 }
 
 const sameList = (a: number[], b: number[]) => a.length === b.length && a.every((v, i) => v === b[i]);
 
+/** Coordination's own leader duties: runner liveness first, then the others' duties, then reaping and retention. */
+function coordinationDuties(deps: CoordinationDeps) {
+  const { pool, log, timing, config } = deps;
+  return {
+    liveness: {
+      name: 'runner liveness',
+      fallback: [],
+      run: async () => {
+        const changes = await runnerLivenessSweep(pool, { pollWindowMs: config.pollWindowMs, graceMs: timing.stalenessMs });
+        for (const c of changes) log.info({ runner: c.runnerId, from: c.from, to: c.to }, `runner ${c.to === 'offline' ? 'marked offline' : c.to === 'watch' ? 'on the watch list' : 'back online'}`);
+        return changes;
+      },
+    } satisfies LeaderDuty<LivenessChange[]>,
+    reaping: {
+      name: 'replica reaping',
+      fallback: [],
+      run: async () => {
+        const reaped = await replicaReap(pool, { retentionMs: config.replicaRetentionMs });
+        if (reaped.length) log.info({ reaped }, 'reaped replica rows past the retention');
+        return reaped;
+      },
+    } satisfies LeaderDuty<string[]>,
+    retention: {
+      name: 'scheduler_done retention',
+      fallback: 0,
+      run: () => schedulerDonePrune(pool, { retentionDays: config.schedulerDoneRetentionDays }),
+    } satisfies LeaderDuty<number>,
+  };
+}
+
 /**
- * One coordination pass of one replica:
+ * The coordination of one replica, one pass at a time (`once`); each duty of a pass is a function
+ * of its own:
  *
  *  1. heartbeat (re-registering if the row vanished);
- *  2. read the live membership and compute this replica's rendezvous shards;
- *  3. release the shards no longer ours FIRST (local ownership dropped before the row goes), then
- *     claim the desired shards that are free, expired or already ours, so two replicas never
- *     hold one shard at the same instant;
- *  4. contend for (or, when quiesced, give up) the cron-leader lease;
+ *  2. membership: read the live replicas, and whether this one is among them (not quiesced);
+ *  3. shards: release the shards no longer ours FIRST (local ownership dropped before the row
+ *     goes), then claim the desired shards that are free, expired or already ours, so two
+ *     replicas never hold one shard at the same instant;
+ *  4. leadership: contend for (or, when quiesced, give up) the cron-leader lease; wake the peers
+ *     when something was let go or is wanted;
  *  5. reclaim the un-acked claims of dead peers;
- *  6. on the leader: runner liveness, lost-runner expiry, replica reaping, scheduler_done retention.
+ *  6. on the leader: the leader's duties (LeaderDuties), coordination's own and the others'.
  *
  * Every decision about time is the database's now(); the local clock only bounds how long this
  * replica trusts a lease it was granted.
  */
-export async function coordinationOnce(deps: CoordinationDeps): Promise<TickReport> {
-  const { pool, replicaId: me, state, timing, events, log } = deps;
-  const tickStart = deps.clock.now();
+export class Coordinator {
+  private readonly own: ReturnType<typeof coordinationDuties>;
+  private readonly duties: LeaderDuties;
 
-  let beat = await replicaHeartbeat(pool, me);
-  if (!beat) {
-    // Our row was reaped while this process was frozen past the retention: come back as a member.
-    log.warn({ replica: me }, 'membership row missing; registering again');
-    await replicaRegister(pool, { id: me, host: hostname(), site: deps.site ?? undefined, version: VERSION });
-    beat = { quiesced: false };
+  constructor(readonly deps: CoordinationDeps) {
+    this.own = coordinationDuties(deps);
+    this.duties = new LeaderDuties([this.own.liveness, ...(deps.leaderDuties ?? []), this.own.reaping, this.own.retention], deps.log);
   }
 
-  const live = await membershipLive(pool, { stalenessMs: timing.stalenessMs });
-  const liveIds = live.map((m) => m.id);
-  const member = !beat.quiesced && liveIds.includes(me);
+  async once(): Promise<TickReport> {
+    const { deps, own } = this;
+    const tickStart = deps.clock.now();
+    const beat = await heartbeat(deps);
+    const { live, member } = await membership(deps, beat);
+    const leases = await coordinationLeaseList(deps.pool);
+    const shards = await shardLeases(deps, { live, member, leases, tickStart });
+    const leadership = await leaderLease(deps, { member, leases, tickStart });
+    // Whatever we let go, peers take on their next tick: wake them so that is now.
+    if (shards.released.length > 0 || leadership.gaveUp || shards.wanted) await guarded(deps.log, 'notify', () => coordinationNotify(deps.pool, { from: deps.replicaId }), undefined);
+    announceLeadership(deps, leadership.was);
+    const leader = deps.state.isLeader();
+    const reclaimed = member ? await reclaim(deps) : [];
+    const done = await this.duties.tick({ leaderToken: leader ? deps.state.leaderToken() : undefined, now: deps.clock.now() });
+    const report: TickReport = {
+      replicaId: deps.replicaId,
+      member,
+      live,
+      owned: shards.owned,
+      desired: shards.desired,
+      released: shards.released,
+      acquired: shards.acquired,
+      leader,
+      reclaimed,
+      liveness: done.of(own.liveness),
+      reaped: done.of(own.reaping),
+      pruned: done.of(own.retention),
+    };
+    emitCoordination(deps.events, 'coordination:tick', report);
+    return report;
+  }
+}
+
+/** The heartbeat; a replica whose row was reaped (frozen past the retention) registers again. */
+async function heartbeat(deps: CoordinationDeps): Promise<{ quiesced: boolean }> {
+  const beat = await replicaHeartbeat(deps.pool, deps.replicaId);
+  if (beat) return beat;
+  // Our row was reaped while this process was frozen past the retention: come back as a member.
+  deps.log.warn({ replica: deps.replicaId }, 'membership row missing; registering again');
+  await replicaRegister(deps.pool, { id: deps.replicaId, host: hostname(), site: deps.site ?? undefined, version: VERSION });
+  return { quiesced: false };
+}
+
+/** The live membership, and whether this replica is in it (not quiesced); announced when that changes. */
+async function membership(deps: CoordinationDeps, beat: { quiesced: boolean }): Promise<{ live: Member[]; member: boolean }> {
+  const { state, replicaId: me } = deps;
+  const live = await membershipLive(deps.pool, { stalenessMs: deps.timing.stalenessMs });
+  const member = !beat.quiesced && live.some((m) => m.id === me);
   const wasMember = state.inMembership();
   state.setMembership(member, live.flatMap((m) => (m.site ? [m.site] : [])));
-  if (wasMember !== member) emitCoordination(events, 'membership:changed', { replicaId: me, member });
+  if (wasMember !== member) emitCoordination(deps.events, 'membership:changed', { replicaId: me, member });
+  return { live, member };
+}
 
-  const desired = member ? shardsOf(me, liveIds) : [];
+/**
+ * The rendezvous shards of this replica: those no longer ours released first, then the desired
+ * ones that are free, expired or ours claimed. `wanted`: a live peer holds shards now ours, and
+ * that is news (it is woken once, not every tick, and two waiting replicas never wake each other
+ * in a loop).
+ */
+async function shardLeases(
+  deps: CoordinationDeps,
+  p: { live: Member[]; member: boolean; leases: CoordinationLease[]; tickStart: number },
+): Promise<{ desired: number[]; released: number[]; acquired: number[]; owned: number[]; wanted: boolean }> {
+  const { pool, replicaId: me, state, timing } = deps;
+  const liveIds = p.live.map((m) => m.id);
+  const desired = p.member ? shardsOf(me, liveIds) : [];
   const desiredSet = new Set(desired);
   const before = state.owned();
-  const leases = await coordinationLeaseList(pool);
-  const byName = new Map(leases.map((l) => [l.name, l]));
-
-  const mineInStore = leases.flatMap((l) => {
+  const byName = new Map(p.leases.map((l) => [l.name, l]));
+  const mineInStore = p.leases.flatMap((l) => {
     const s = shardOfLeaseName(l.name);
     return s !== undefined && l.holder === me ? [s] : [];
   });
-  const release = [...new Set([...before, ...mineInStore])].filter((s) => !desiredSet.has(s)).sort((a, b) => a - b);
-  if (release.length) {
-    state.dropShards(release);
-    await coordinationLeaseRelease(pool, { names: release.map(shardLeaseName), holder: me });
+  const released = [...new Set([...before, ...mineInStore])].filter((s) => !desiredSet.has(s)).sort((a, b) => a - b);
+  if (released.length) {
+    state.dropShards(released);
+    await coordinationLeaseRelease(pool, { names: released.map(shardLeaseName), holder: me });
   }
-
   const claimable = desired.filter((s) => {
     const l = byName.get(shardLeaseName(s));
     return !l || l.holder === me;
@@ -131,35 +217,38 @@ export async function coordinationOnce(deps: CoordinationDeps): Promise<TickRepo
     const l = byName.get(shardLeaseName(s));
     return l !== undefined && l.holder !== me && liveSet.has(l.holder);
   });
-  // Only a new want is announced: a peer that cannot let go (stalled, not yet stale) is not woken
-  // again every tick, and two waiting replicas never wake each other in a loop.
   const blockedKey = blocked.join(',');
-  const blockedByLivePeer = blockedKey !== '' && blockedKey !== state.lastAnnouncedWant;
+  const wanted = blockedKey !== '' && blockedKey !== state.lastAnnouncedWant;
   state.lastAnnouncedWant = blockedKey;
   const granted = await coordinationLeaseAcquire(pool, { names: claimable.map(shardLeaseName), holder: me, ttlMs: timing.shardTtlMs });
   state.setShards(
     granted.map((g) => ({ shard: shardOfLeaseName(g.name)!, token: g.token })),
-    tickStart + timing.shardTtlMs - OWNERSHIP_SAFETY_MS,
+    p.tickStart + timing.shardTtlMs - OWNERSHIP_SAFETY_MS,
   );
   const owned = state.owned();
   const acquired = owned.filter((s) => !before.includes(s));
   const lost = before.filter((s) => !owned.includes(s));
-  if (!sameList(before, owned)) emitCoordination(events, 'shards:changed', { replicaId: me, owned, added: acquired, removed: lost });
+  if (!sameList(before, owned)) emitCoordination(deps.events, 'shards:changed', { replicaId: me, owned, added: acquired, removed: lost });
+  return { desired, released, acquired, owned, wanted };
+}
 
-  const wasLeader = state.isLeader();
-  let gaveUpLeader = false;
-  if (member) {
+/** Contends for the cron-leader lease as a member; a replica out of the membership gives it up. */
+async function leaderLease(deps: CoordinationDeps, p: { member: boolean; leases: CoordinationLease[]; tickStart: number }): Promise<{ was: boolean; gaveUp: boolean }> {
+  const { pool, replicaId: me, state, timing } = deps;
+  const was = state.isLeader();
+  if (p.member) {
     const [lease] = await coordinationLeaseAcquire(pool, { names: [LEADER_LEASE], holder: me, ttlMs: timing.leaderTtlMs });
-    state.setLeader(lease?.token, tickStart + timing.leaderTtlMs - OWNERSHIP_SAFETY_MS);
-  } else {
-    state.setLeader(undefined, 0);
-    if (byName.get(LEADER_LEASE)?.holder === me) {
-      await coordinationLeaseRelease(pool, { names: [LEADER_LEASE], holder: me });
-      gaveUpLeader = true;
-    }
+    state.setLeader(lease?.token, p.tickStart + timing.leaderTtlMs - OWNERSHIP_SAFETY_MS);
+    return { was, gaveUp: false };
   }
-  // Whatever we let go, peers take on their next tick: wake them so that is now.
-  if (release.length > 0 || gaveUpLeader || blockedByLivePeer) await guarded(log, 'notify', () => coordinationNotify(pool, { from: me }), undefined);
+  state.setLeader(undefined, 0);
+  if (p.leases.find((l) => l.name === LEADER_LEASE)?.holder !== me) return { was, gaveUp: false };
+  await coordinationLeaseRelease(pool, { names: [LEADER_LEASE], holder: me });
+  return { was, gaveUp: true };
+}
+
+function announceLeadership(deps: CoordinationDeps, wasLeader: boolean): void {
+  const { state, replicaId: me, log, events } = deps;
   const leader = state.isLeader();
   if (leader && !wasLeader) {
     log.info({ replica: me, token: state.leaderToken() }, 'gained the cron-leader lease');
@@ -168,29 +257,16 @@ export async function coordinationOnce(deps: CoordinationDeps): Promise<TickRepo
     log.info({ replica: me }, 'lost the cron-leader lease');
     emitCoordination(events, 'leader:lost', { replicaId: me });
   }
+}
 
-  const reclaimed = member ? await guarded(log, 'reclaim', () => reclaimDeadPeers(deps), []) : [];
+/** The un-acked claims of dead peers, back on the queue (a failure is retried next tick). */
+async function reclaim(deps: CoordinationDeps): Promise<ReclaimedClaim[]> {
+  const reclaimed = await guarded(deps.log, 'reclaim', () => reclaimDeadPeers(deps), []);
   if (reclaimed.length) {
-    log.info({ reclaimed: reclaimed.length, exposed: reclaimed.filter((r) => r.exposed).length, holders: [...new Set(reclaimed.map((r) => r.holder))] }, 'reclaimed the claims of dead replicas');
-    emitCoordination(events, 'queue:enqueued', { stepIds: reclaimed.map((r) => r.stepId), source: 'reclaim' });
+    deps.log.info({ reclaimed: reclaimed.length, exposed: reclaimed.filter((r) => r.exposed).length, holders: [...new Set(reclaimed.map((r) => r.holder))] }, 'reclaimed the claims of dead replicas');
+    emitCoordination(deps.events, 'queue:enqueued', { stepIds: reclaimed.map((r) => r.stepId), source: 'reclaim' });
   }
-
-  let liveness: LivenessChange[] = [];
-  let reaped: string[] = [];
-  let pruned = 0;
-  if (leader) {
-    const token = state.leaderToken()!;
-    liveness = await guarded(log, 'runner liveness', () => runnerLivenessSweep(pool, { pollWindowMs: deps.config.pollWindowMs, graceMs: timing.stalenessMs }), []);
-    for (const c of liveness) log.info({ runner: c.runnerId, from: c.from, to: c.to }, `runner ${c.to === 'offline' ? 'marked offline' : c.to === 'watch' ? 'on the watch list' : 'back online'}`);
-    for (const pass of deps.leaderPasses ?? []) await guarded(log, 'leader pass', () => pass({ leaderToken: token }), undefined);
-    reaped = await guarded(log, 'replica reaping', () => replicaReap(pool, { retentionMs: deps.config.replicaRetentionMs }), []);
-    if (reaped.length) log.info({ reaped }, 'reaped replica rows past the retention');
-    pruned = await guarded(log, 'scheduler_done retention', () => schedulerDonePrune(pool, { retentionDays: deps.config.schedulerDoneRetentionDays }), 0);
-  }
-
-  const report: TickReport = { replicaId: me, member, live, owned, desired, released: release, acquired, leader, reclaimed, liveness, reaped, pruned };
-  emitCoordination(events, 'coordination:tick', report);
-  return report;
+  return reclaimed;
 }
 
 /** A failing side duty is logged and skipped; it must not stop the heartbeat and leases. */
@@ -237,66 +313,64 @@ export async function coordinationRelease(deps: Pick<CoordinationDeps, 'pool' | 
   await coordinationLeaseRelease(pool, { names: held, holder: me });
 }
 
-export interface CoordinationFeatureOptions {
+export interface CoordinationOptions {
   timing?: Partial<CoordinationTiming>;
   hooks?: Pick<OrchestratorHooks, 'stepRequeued'>;
-  /** Passes run on the leader's tick, given the replica's context (e.g. the lost-runner expiry sweep). */
-  leaderPasses?: Array<(ctx: ServerContext) => Promise<unknown>>;
 }
 
 /**
- * The coordination loop of a replica: replaces the lone-replica ownership on the context with the
- * lease-backed one, and releases everything it holds on clean shutdown.
+ * The coordination loop of a replica over `state`, the ownership the other parts were built with
+ * (it exists before the loop starts, so they can be). Its part hands everything over at the start
+ * of a clean shutdown.
  */
-export function coordinationFeature(opts: CoordinationFeatureOptions = {}): Feature {
-  return (ctx) => {
-    const state = new CoordinationState(ctx.clock);
-    const deps: CoordinationDeps = {
-      pool: ctx.pool,
-      replicaId: ctx.replicaId,
-      site: ctx.config.site ?? null,
-      clock: ctx.clock,
-      log: ctx.log.child({ component: 'coordination' }),
-      events: ctx.events,
-      state,
-      timing: { ...DEFAULT_TIMING, ...opts.timing },
-      config: ctx.config,
-      hooks: opts.hooks,
-      leaderPasses: opts.leaderPasses?.map((pass) => () => pass(ctx)),
-    };
-    ctx.ownership = state;
-    const loop = startLoop({
-      name: 'coordination',
-      clock: ctx.clock,
-      log: deps.log,
-      once: async () => {
-        await coordinationOnce(deps);
-        return deps.timing.tickMs;
-      },
-      errorDelayMs: 1_000,
-    });
-    ctx.loops.push(loop);
-    // Leases released, wanted, or a replica quiesced anywhere: tick now.
-    const listener = listenChannel(ctx.databaseUrl, COORDINATION_CHANNEL, (from) => {
-        if (from !== ctx.replicaId) loop.kick();
-      }, (err) => deps.log.debug({ err: err.message }, 'coordination listener reconnecting'));
-    // Hand over at the very start of a clean shutdown, before HTTP drains its in-flight requests:
-    // this replica stops dispatching at once, a peer takes the leader lease and the shards on its
-    // next tick instead of after the 15 s expiry. The leases go before the row is marked stopped,
-    // so no valid lease is ever held by a stopped replica.
-    let released: Promise<void> | undefined;
-    const handOver = () =>
-      (released ??= (async () => {
-        await loop.stop();
-        await listener.stop();
-        await coordinationRelease(deps);
-        await replicaStop(ctx.pool, ctx.replicaId);
-        // Peers take over on the tick this wakes, not on their own next one.
-        await coordinationNotify(ctx.pool, { from: ctx.replicaId });
-      })());
-    ctx.app.addHook('preClose', async () => {
+export function startCoordination(env: ReplicaEnv, state: CoordinationState, opts: CoordinationOptions & { leaderDuties: LeaderDuty[] }): ReplicaPart {
+  const deps: CoordinationDeps = {
+    pool: env.pool,
+    replicaId: env.replicaId,
+    site: env.config.site ?? null,
+    clock: env.clock,
+    log: env.log.child({ component: 'coordination' }),
+    events: env.events,
+    state,
+    timing: { ...DEFAULT_TIMING, ...opts.timing },
+    config: env.config,
+    hooks: opts.hooks,
+    leaderDuties: opts.leaderDuties,
+  };
+  const coordinator = new Coordinator(deps);
+  const loop = startLoop({
+    name: 'coordination',
+    clock: env.clock,
+    log: deps.log,
+    once: async () => {
+      await coordinator.once();
+      return deps.timing.tickMs;
+    },
+    errorDelayMs: 1_000,
+  });
+  // Leases released, wanted, or a replica quiesced anywhere: tick now.
+  const listener = listenChannel(env.databaseUrl, COORDINATION_CHANNEL, (from) => {
+      if (from !== env.replicaId) loop.kick();
+    }, (err) => deps.log.debug({ err: err.message }, 'coordination listener reconnecting'));
+  // Hand over at the very start of a clean shutdown, before HTTP drains its in-flight requests:
+  // this replica stops dispatching at once, a peer takes the leader lease and the shards on its
+  // next tick instead of after the 15 s expiry. The leases go before the row is marked stopped,
+  // so no valid lease is ever held by a stopped replica.
+  let released: Promise<void> | undefined;
+  const handOver = () =>
+    (released ??= (async () => {
+      await loop.stop();
+      await listener.stop();
+      await coordinationRelease(deps);
+      await replicaStop(env.pool, env.replicaId);
+      // Peers take over on the tick this wakes, not on their own next one.
+      await coordinationNotify(env.pool, { from: env.replicaId });
+    })());
+  return {
+    halt: () => loop.stop(),
+    beforeClose: async () => {
       await handOver().catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not hand over the coordination leases'));
-    });
-    ctx.onStop.push(handOver);
+    },
+    stop: handOver,
   };
 }

@@ -24,7 +24,7 @@ export class CoordinationState implements ShardOwnership {
   // A fresh replica is not known to be out: it answers polls from the start, and owns nothing until its first tick.
   private memberNow = true;
 
-  /** The shards last announced as wanted from live peers (see coordinationOnce). */
+  /** The shards last announced as wanted from live peers (see Coordinator.once). */
   lastAnnouncedWant = '';
 
   constructor(private readonly clock: Clock) {}

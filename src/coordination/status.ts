@@ -1,5 +1,5 @@
 import { SHARD_COUNT } from '../core/entry.js';
-import { postureStatus, type PostureJson } from '../dispatch/postures.js';
+import { postureStatus, type PostureJson } from '../store/posture-status.js';
 import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName, storeNow } from '../store/coordination.js';
 import type { Pool, PoolClient } from '../store/pool.js';
 import { replicaList } from '../store/replicas.js';

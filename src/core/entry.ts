@@ -2,6 +2,9 @@
 
 export const SHARD_COUNT = 64;
 
+/** The aged any-shard lane and the site fallback: an entry waiting this long is claimable by any replica. */
+export const SHARD_FALLBACK_MS = 15_000;
+
 /** 0 = system (priority ≥ 100), 1 = interactive (≥ 50), 2 = bulk. Lower dispatches first. */
 export type LaneId = 0 | 1 | 2;
 export const LANE_NAMES = ['system', 'interactive', 'bulk'] as const;

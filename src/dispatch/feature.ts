@@ -1,16 +1,17 @@
-import { FairShare } from '../core/stride.js';
+import type { EventEmitter } from 'node:events';
+import type { Clock } from '../clock.js';
+import type { ServerConfig } from '../config.js';
+import type { ReplicaPart, ShardOwnership } from '../context.js';
+import { SHARD_FALLBACK_MS } from '../core/entry.js';
+import type { Logger } from '../logger.js';
+import { startLoop, type LoopHandle } from '../loop.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
-import { SHARD_FALLBACK_MS } from '../coordination/coordinator.js';
-import { startLoop } from '../loop.js';
-import type { ServerContext } from '../context.js';
 import { listenChannel } from '../store/listen.js';
+import type { Pool } from '../store/pool.js';
 import { QUEUE_CHANNEL } from '../store/queue.js';
 import { RecentlyClaimable, UnblockCadence, unblockOnce } from './blocked.js';
-import type { DispatchDeps } from './deps.js';
-import { dispatchPass, nextPollMs, POLL_BUSY_MS, POLL_IDLE_MS } from './dispatcher.js';
+import { Dispatcher, nextPollMs, POLL_IDLE_MS } from './dispatcher.js';
 import { expireOnce } from './lifecycle.js';
-import { QueueSeen } from './queue-seen.js';
-import { WaiterRegistry } from './waiters.js';
 
 export const EXPIRY_INTERVAL_MS = 5_000;
 
@@ -22,50 +23,62 @@ export interface DispatchFeatureOptions {
   holdPolls?: () => boolean;
 }
 
+/** What the dispatch plane of a replica is built from. */
+export interface DispatchEnv {
+  config: Pick<ServerConfig, 'site' | 'leaseTtlMs' | 'acceptExceeding' | 'defaultStepTimeoutMs'>;
+  pool: Pool;
+  log: Logger;
+  clock: Clock;
+  replicaId: string;
+  events: EventEmitter;
+  /** The URL of the store, for the LISTEN connection. */
+  databaseUrl: string;
+}
+
 /**
- * The dispatch plane of one replica: parked acquires, the adaptive dispatch loop (250 ms busy →
- * 2 s idle, woken at once by in-process kicks and by NOTIFY from other processes) and the expiry
- * sweep, installed on the context (`ctx.dispatch`). The runner protocol routes that serve it are
- * the API layer's (`dispatchFeature` in src/api/dispatch-feature.ts).
+ * A running dispatch plane: its dispatcher, and its own shutdown. Before HTTP closes it answers
+ * every parked poll empty (a parked poll would hold the close for a whole window); its stop ends
+ * the loops and the listener.
  */
-export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions): DispatchDeps {
-  const registry = new WaiterRegistry();
-  let kickLoop = () => {};
-  const seen = new QueueSeen(() => ctx.clock.now(), POLL_BUSY_MS);
-  const queueChanged = () => {
-    seen.changed();
-    kickLoop();
-  };
-  const deps: DispatchDeps = {
-    pool: ctx.pool,
-    log: ctx.log.child({ component: 'dispatch' }),
-    replicaId: ctx.replicaId,
-    registry,
+export interface DispatchPlane extends ReplicaPart {
+  dispatcher: Dispatcher;
+}
+
+/**
+ * The dispatch plane of one replica: the Dispatcher, its adaptive loop (250 ms busy → 2 s idle,
+ * woken at once by in-process kicks and by NOTIFY from other processes), the check of entries set
+ * aside and, unless the coordination loop runs it on the leader's tick, the expiry sweep. The
+ * runner protocol routes that serve it are the API layer's (src/api/runner-api.ts).
+ */
+export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, opts: DispatchFeatureOptions): DispatchPlane {
+  const dispatcher = new Dispatcher({
+    pool: env.pool,
+    log: env.log.child({ component: 'dispatch' }),
+    replicaId: env.replicaId,
     hooks: opts.hooks,
-    ownedShards: () => ctx.ownership.owned(),
+    ownedShards: () => ownership.owned(),
     claimLanes: () =>
       // Out of the membership (quiesced), a replica claims nothing at all.
-      ctx.ownership.inMembership()
-        ? { site: ctx.config.site ?? null, liveSites: [...ctx.ownership.liveSites()], agedAfterMs: SHARD_FALLBACK_MS }
+      ownership.inMembership()
+        ? { site: env.config.site ?? null, liveSites: [...ownership.liveSites()], agedAfterMs: SHARD_FALLBACK_MS }
         : { site: null, liveSites: [], agedAfterMs: null },
-    ttlMs: ctx.config.leaseTtlMs,
-    acceptExceeding: ctx.config.acceptExceeding,
-    defaultStepTimeoutMs: ctx.config.defaultStepTimeoutMs,
-    fair: new FairShare(),
-    events: ctx.events,
-    kick: () => kickLoop(),
-    queueChanged,
-    recentlyClaimable: new RecentlyClaimable(() => ctx.clock.now()),
-  };
-  ctx.dispatch = deps;
+    ttlMs: env.config.leaseTtlMs,
+    acceptExceeding: env.config.acceptExceeding,
+    defaultStepTimeoutMs: env.config.defaultStepTimeoutMs,
+    events: env.events,
+    recentlyClaimable: new RecentlyClaimable(() => env.clock.now()),
+    now: () => env.clock.now(),
+  });
+  const { log, registry } = dispatcher;
+  const loops: LoopHandle[] = [];
   let wait = POLL_IDLE_MS;
   const loop = startLoop({
     name: 'dispatch',
-    clock: ctx.clock,
-    log: deps.log,
+    clock: env.clock,
+    log,
     errorDelayMs: 1_000,
     once: async () => {
-      const r = await dispatchPass(deps, seen);
+      const r = await dispatcher.pass();
       wait = nextPollMs(r, wait);
       return wait;
     },
@@ -75,43 +88,55 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
   const unblock = new UnblockCadence();
   const unblockLoop = startLoop({
     name: 'unblock',
-    clock: ctx.clock,
-    log: deps.log,
+    clock: env.clock,
+    log,
     once: async () => {
-      const next = unblock.next(ctx.clock.now());
+      const next = unblock.next(env.clock.now());
       if (next.inMs > 0) return next.inMs;
       // Entries that come back wake every dispatcher (the statement notifies), this one included.
-      await unblockOnce(deps.pool, { shards: deps.ownedShards(), acceptExceeding: deps.acceptExceeding, keys: next.keys });
-      return unblock.next(ctx.clock.now()).inMs;
+      await unblockOnce(dispatcher.pool, { shards: dispatcher.ownedShards(), acceptExceeding: dispatcher.acceptExceeding, keys: next.keys });
+      return unblock.next(env.clock.now()).inMs;
     },
   });
-  ctx.loops.push(unblockLoop);
-  kickLoop = () => loop.kick();
-  ctx.loops.push(loop);
-  ctx.events.on('queue:enqueued', queueChanged);
-  ctx.events.on('lease:completed', (c: { freed: string[] }) => {
+  loops.push(unblockLoop);
+  dispatcher.wakeWith(() => loop.kick());
+  loops.push(loop);
+  const onEnqueued = () => dispatcher.queueChanged();
+  const onCompleted = (c: { freed: string[] }) => {
     if (c.freed.length === 0) return;
-    unblock.nudge(c.freed, ctx.clock.now());
+    unblock.nudge(c.freed, env.clock.now());
     unblockLoop.kick();
-  });
+  };
   // A quiesced replica answers its parked polls empty at once, so its runners fail over.
-  ctx.events.on('membership:changed', (p: { member: boolean }) => {
+  const onMembership = (p: { member: boolean }) => {
     if (!p.member) registry.drainAll();
-  });
-  const dbUrl = ctx.databaseUrl;
-  const listener = listenChannel(dbUrl, QUEUE_CHANNEL, queueChanged, (err) => {
+  };
+  env.events.on('queue:enqueued', onEnqueued);
+  env.events.on('lease:completed', onCompleted);
+  env.events.on('membership:changed', onMembership);
+  const listener = listenChannel(env.databaseUrl, QUEUE_CHANNEL, () => dispatcher.queueChanged(), (err) => {
     // Notifications sent while it reconnects are lost: claim again rather than trust the last sighting.
-    seen.changed();
-    deps.log.debug({ err: err.message }, 'queue listener reconnecting');
-  });
-  // Parked long polls would hold the HTTP close for a whole poll window: answer them first.
-  ctx.app.addHook('preClose', async () => registry.drainAll());
-  ctx.onStop.push(async () => {
-    registry.drainAll();
-    await listener.stop();
+    dispatcher.seen.changed();
+    log.debug({ err: err.message }, 'queue listener reconnecting');
   });
   if (opts.ownExpiryLoop !== false) {
-    ctx.loops.push(startLoop({ name: 'expiry', clock: ctx.clock, log: deps.log, once: async () => (await expireOnce(deps), EXPIRY_INTERVAL_MS) }));
+    loops.push(startLoop({ name: 'expiry', clock: env.clock, log, once: async () => (await expireOnce(dispatcher), EXPIRY_INTERVAL_MS) }));
   }
-  return deps;
+  let stopped: Promise<void> | undefined;
+  return {
+    dispatcher,
+    halt: async () => {
+      await Promise.all(loops.map((l) => l.stop()));
+    },
+    beforeClose: async () => registry.drainAll(),
+    stop: () =>
+      (stopped ??= (async () => {
+        await Promise.all(loops.map((l) => l.stop()));
+        env.events.off('queue:enqueued', onEnqueued);
+        env.events.off('lease:completed', onCompleted);
+        env.events.off('membership:changed', onMembership);
+        registry.drainAll();
+        await listener.stop();
+      })()),
+  };
 }

@@ -81,8 +81,11 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
   return { ok, completed: [...completed].map(([runnerId, { count, freed }]) => ({ runnerId, count, freed: [...freed] })), statuses };
 }
 
+/** What a group commit writes with and signals through: the dispatcher that owns it. */
+export type GroupCommitDeps = Pick<DispatchDeps, 'pool' | 'log' | 'ttlMs' | 'hooks' | 'events' | 'kick' | 'leaseVacuumEvery'>;
+
 /**
- * Group commit of one replica's lease writes. A call joins the group that forms while the
+ * Group commit of one replica's lease writes (a field of its Dispatcher). A call joins the group that forms while the
  * event loop finishes its turn (or while the group in flight commits); each group is one
  * transaction, and every caller is answered after its commit. A group that fails is re-applied
  * call by call, so one call's failure (a deadlock victim, a store error) is that call's alone.
@@ -100,7 +103,7 @@ export class LeaseGroupCommit {
   /** Vacuums the lease table as this replica's completions empty it. */
   readonly vacuum: ChurnVacuum;
 
-  constructor(private readonly deps: DispatchDeps) {
+  constructor(private readonly deps: GroupCommitDeps) {
     this.vacuum = new ChurnVacuum(
       deps.leaseVacuumEvery ?? LEASE_VACUUM_EVERY,
       async () => {
@@ -150,11 +153,3 @@ export class LeaseGroupCommit {
   }
 }
 
-const groups = new WeakMap<DispatchDeps, LeaseGroupCommit>();
-
-/** The replica's group commit (one per dispatch deps). */
-export function leaseGroupCommit(deps: DispatchDeps): LeaseGroupCommit {
-  let g = groups.get(deps);
-  if (!g) groups.set(deps, (g = new LeaseGroupCommit(deps)));
-  return g;
-}

@@ -3,7 +3,6 @@ import { withTransaction } from '../store/pool.js';
 import { postureRead } from '../store/posture.js';
 import type { DispatchDeps } from './deps.js';
 import { emitDispatch, type LeaseCall } from './events.js';
-import { leaseGroupCommit } from './group-commit.js';
 
 export const FENCED = 'lease expired or revoked';
 export const RUNNER_LOST_CAUSE = 'runner lost: lease expired without a result';
@@ -27,12 +26,12 @@ function heldResults(deps: Pick<DispatchDeps, 'events'>, call: LeaseCall, runner
 
 /** Acks, through the replica's group commit: answered once the group it joined has committed. */
 export async function ackLeases(deps: DispatchDeps, runnerId: string, items: LeaseRef[]): Promise<ItemResult[]> {
-  return heldResults(deps, 'ack', runnerId, items, await leaseGroupCommit(deps).ack(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
+  return heldResults(deps, 'ack', runnerId, items, await deps.groupCommit.ack(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
 }
 
 /** Renewals (each implies the ack), through the replica's group commit. */
 export async function renewLeases(deps: DispatchDeps, runnerId: string, items: LeaseRef[]): Promise<ItemResult[]> {
-  return heldResults(deps, 'renew', runnerId, items, await leaseGroupCommit(deps).renew(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
+  return heldResults(deps, 'renew', runnerId, items, await deps.groupCommit.renew(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId }))));
 }
 
 export async function checkLease(deps: DispatchDeps, runnerId: string, ref: LeaseRef): Promise<LeaseRow | undefined> {
@@ -48,7 +47,7 @@ export interface Completion extends LeaseRef { exitCode: number | null; cause: s
  * of a completion already recorded with the same token by the same runner answers ok.
  */
 export async function completeLeases(deps: DispatchDeps, runnerId: string, items: Completion[]): Promise<ItemResult[]> {
-  const ok = await leaseGroupCommit(deps).complete(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId, exitCode: i.exitCode, cause: i.cause })));
+  const ok = await deps.groupCommit.complete(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId, exitCode: i.exitCode, cause: i.cause })));
   return heldResults(deps, 'complete', runnerId, items, ok);
 }
 

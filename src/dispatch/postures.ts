@@ -2,8 +2,9 @@ import { parseDuration } from '../core/duration.js';
 import { Invalid } from '../errors.js';
 import { auditRecord } from '../store/audit.js';
 import { storeNow } from '../store/coordination.js';
-import { withTransaction, type Pool, type PoolClient } from '../store/pool.js';
-import { postureHoldsDue, postureHoldsRead, postureRead, postureSet, type FleetPosture, type PostureField, type PostureHold } from '../store/posture.js';
+import { withTransaction, type Pool } from '../store/pool.js';
+import { postureHoldsDue, postureRead, postureSet, type FleetPosture, type PostureField, type PostureHold } from '../store/posture.js';
+import { postureJson, type PostureJson } from '../store/posture-status.js';
 
 /** Bad input to a lever: nothing was written. */
 export class LeverInputError extends Invalid {
@@ -13,18 +14,7 @@ export class LeverInputError extends Invalid {
   }
 }
 
-export interface PostureHoldJson { posture: PostureField; reason: string | null; actor: string; since: string; until: string | null }
-
-export interface PostureJson {
-  quiesced: boolean;
-  halted: boolean;
-  systemQuiesced: boolean;
-  reason: string | null;
-  actor: string | null;
-  since: string;
-  /** Each posture in force with who pulled it, why and until when. */
-  holds: PostureHoldJson[];
-}
+export { holdJson, postureStatus, type PostureHoldJson, type PostureJson } from '../store/posture-status.js';
 
 export interface PostureLeverResult {
   posture: PostureJson;
@@ -124,26 +114,6 @@ export async function postureLever(
     return { changed: applied.length > 0, applied, posture, ...(untilMoved ? { untilMoved } : {}) };
   });
 }
-
-/** The posture flags and every hold in force, as levers, status and the API report them. */
-export async function postureStatus(db: Pool | PoolClient): Promise<PostureJson> {
-  return postureJson(db, await postureRead(db));
-}
-
-async function postureJson(db: Pool | PoolClient, p: FleetPosture): Promise<PostureJson> {
-  const holds = await postureHoldsRead(db);
-  return {
-    quiesced: p.quiesced,
-    halted: p.halted,
-    systemQuiesced: p.systemQuiesced,
-    reason: p.reason,
-    actor: p.actor,
-    since: p.since.toISOString(),
-    holds: holds.map(holdJson),
-  };
-}
-
-export const holdJson = (h: PostureHold): PostureHoldJson => ({ posture: h.posture, reason: h.reason, actor: h.actor, since: h.since.toISOString(), until: h.until?.toISOString() ?? null });
 
 /**
  * The leader's pass: lifts every posture whose --until has passed (by the database clock), each

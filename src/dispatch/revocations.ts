@@ -1,4 +1,4 @@
-import type { ServerContext } from '../context.js';
+import type { ReplicaEnv, ReplicaPart } from '../context.js';
 import { listenChannel } from '../store/listen.js';
 import { LEASES_REVOKED_CHANNEL } from '../store/lease-revoke.js';
 
@@ -40,16 +40,21 @@ export class Revocations {
   }
 }
 
-/** The replica's revocation feed: LISTEN on the channel, woken watches, stopped with the replica. */
-export function revocationFeed(ctx: ServerContext): Revocations {
+/** The replica's revocation feed: LISTEN on the channel, woken watches; its part answers them at shutdown. */
+export function revocationFeed(env: Pick<ReplicaEnv, 'databaseUrl' | 'log'>): { revocations: Revocations; part: ReplicaPart } {
   const revocations = new Revocations();
-  const listener = listenChannel(ctx.databaseUrl, LEASES_REVOKED_CHANNEL, (runnerId) => revocations.notify(runnerId || undefined), (err) => {
-    ctx.log.debug({ err: err.message }, 'lease revocation listener reconnecting');
+  const listener = listenChannel(env.databaseUrl, LEASES_REVOKED_CHANNEL, (runnerId) => revocations.notify(runnerId || undefined), (err) => {
+    env.log.debug({ err: err.message }, 'lease revocation listener reconnecting');
   });
-  ctx.app.addHook('preClose', async () => revocations.drainAll());
-  ctx.onStop.push(async () => {
-    revocations.drainAll();
-    await listener.stop();
-  });
-  return revocations;
+  return {
+    revocations,
+    part: {
+      halt: async () => {},
+      beforeClose: async () => revocations.drainAll(),
+      stop: async () => {
+        revocations.drainAll();
+        await listener.stop();
+      },
+    },
+  };
 }

@@ -1,7 +1,7 @@
-import type { Clock } from '../clock.js';
+import type { LeaderDuty } from '../coordination/duties.js';
 import type { Logger } from '../logger.js';
 import { startLoop, type LoopHandle } from '../loop.js';
-import type { Feature, ServerContext } from '../context.js';
+import type { ReplicaEnv, ReplicaPart, ShardOwnership } from '../context.js';
 import { listenChannel, type Listener } from '../store/listen.js';
 import type { Pool } from '../store/pool.js';
 import { deliveriesPrune, deliveriesSettleDisabled, ticksPrune, TRIGGERS_CHANNEL } from '../store/triggers.js';
@@ -25,88 +25,77 @@ export async function housekeepingOnce(deps: HousekeepingDeps): Promise<{ settle
 
 export interface LaunchFeatureOptions {
   timing?: Partial<LaunchTiming>;
-  /** Default 30 days. */
-  retentionMs?: number;
+}
+
+/** Trigger history is kept this long by default. */
+export const TRIGGER_RETENTION_MS = 30 * 86_400_000;
+/** Housekeeping failed: the wait before it is tried again. */
+const HOUSEKEEPING_RETRY_MS = 30_000;
+
+/**
+ * Trigger housekeeping as a leader duty: every discovery interval on the leader, the first one
+ * interval after it became leader (a fresh leader has launches to fire first).
+ */
+export function triggerHousekeepingDuty(deps: HousekeepingDeps, everyMs = DEFAULT_LAUNCH_TIMING.discoveryIntervalMs): LeaderDuty<unknown> {
+  return { name: 'trigger housekeeping', everyMs, retryMs: HOUSEKEEPING_RETRY_MS, fallback: undefined, run: () => housekeepingOnce(deps) };
 }
 
 /**
  * The launch loop of a replica: runs only while this replica leads (started on `leader:gained`,
  * stopped on `leader:lost`), woken by NOTIFY opschain_triggers whenever any replica writes a
  * trigger or a delivery, a templated run finishes (its template's held launches go at once) or an
- * operator runs `opschain admin reconcile` (every held row goes). Housekeeping runs on its own
- * slower timer (the discovery interval), on the leader only.
+ * operator runs `opschain admin reconcile` (every held row goes). Housekeeping is a leader duty
+ * of the coordination loop (triggerHousekeepingDuty).
  */
-export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
-  return (ctx: ServerContext) => {
-    const log = ctx.log.child({ component: 'launch' });
-    const timing = { ...DEFAULT_LAUNCH_TIMING, ...opts.timing };
-    const holds = new LaunchHolds();
-    const deps: LaunchDeps = { pool: ctx.pool, log, holds, timing, isLeader: () => ctx.ownership.isLeader(), events: ctx.events };
+export function startLaunch(ctx: ReplicaEnv, ownership: Pick<ShardOwnership, 'isLeader'>, opts: LaunchFeatureOptions = {}): ReplicaPart {
+  const log = ctx.log.child({ component: 'launch' });
+  const timing = { ...DEFAULT_LAUNCH_TIMING, ...opts.timing };
+  const holds = new LaunchHolds();
+  const deps: LaunchDeps = { pool: ctx.pool, log, holds, timing, isLeader: () => ownership.isLeader(), events: ctx.events };
 
-    let running: { loop: LoopHandle; housekeeping: LoopHandle; listener: Listener } | undefined;
-    let transition: Promise<void> = Promise.resolve();
-    const start = () => {
-      if (running) return;
-      const loop = startLoop({ name: 'launch', clock: ctx.clock, log, once: async () => (await launchOnce(deps)).sleepMs, errorDelayMs: 1_000 });
-      const housekeeping = startHousekeeping(ctx.clock, { pool: ctx.pool, log, retentionMs: opts.retentionMs ?? 30 * 86_400_000 }, timing.discoveryIntervalMs, deps.isLeader);
-      const listener = listenChannel(
-        ctx.databaseUrl,
-        TRIGGERS_CHANNEL,
-        (payload) => {
-          if (payload?.startsWith('run:')) holds.releaseTemplate(payload.slice(4));
-          else if (payload === 'reconcile') {
-            const n = holds.releaseAll();
-            log.info({ released: n }, 'reconcile: launch loop woken, held rows released');
-          }
-          loop.kick();
-        },
-        (err) => log.debug({ err: err.message }, 'triggers listener reconnecting'),
-      );
-      running = { loop, housekeeping, listener };
-      log.info('launch loop started (leader)');
-    };
-    const stop = async () => {
-      const r = running;
-      running = undefined;
-      if (!r) return;
-      await r.listener.stop();
-      await Promise.all([r.loop.stop(), r.housekeeping.stop()]);
-      holds.releaseAll();
-      log.info('launch loop stopped');
-    };
-    const onGained = () => (transition = transition.then(start));
-    const onLost = () => (transition = transition.then(stop));
-    ctx.events.on('leader:gained', onGained);
-    ctx.events.on('leader:lost', onLost);
-    // A lone replica (no coordination loop) leads from the start.
-    if (ctx.ownership.isLeader()) onGained();
-    ctx.loops.push({
-      kick: () => running?.loop.kick(),
-      stop: async () => {
-        ctx.events.off('leader:gained', onGained);
-        ctx.events.off('leader:lost', onLost);
-        await transition;
-        await stop();
+  let running: { loop: LoopHandle; listener: Listener } | undefined;
+  let transition: Promise<void> = Promise.resolve();
+  const start = () => {
+    if (running) return;
+    const loop = startLoop({ name: 'launch', clock: ctx.clock, log, once: async () => (await launchOnce(deps)).sleepMs, errorDelayMs: 1_000 });
+    const listener = listenChannel(
+      ctx.databaseUrl,
+      TRIGGERS_CHANNEL,
+      (payload) => {
+        if (payload?.startsWith('run:')) holds.releaseTemplate(payload.slice(4));
+        else if (payload === 'reconcile') {
+          const n = holds.releaseAll();
+          log.info({ released: n }, 'reconcile: launch loop woken, held rows released');
+        }
+        loop.kick();
       },
-    });
+      (err) => log.debug({ err: err.message }, 'triggers listener reconnecting'),
+    );
+    running = { loop, listener };
+    log.info('launch loop started (leader)');
   };
-}
-
-function startHousekeeping(clock: Clock, deps: HousekeepingDeps, everyMs: number, isLeader: () => boolean): LoopHandle {
-  let first = true;
-  return startLoop({
-    name: 'trigger housekeeping',
-    clock,
-    log: deps.log,
-    once: async () => {
-      // The first pass waits one interval: a fresh leader has launches to fire first.
-      if (first) {
-        first = false;
-        return everyMs;
-      }
-      if (isLeader()) await housekeepingOnce(deps);
-      return everyMs;
-    },
-    errorDelayMs: 30_000,
-  });
+  const stop = async () => {
+    const r = running;
+    running = undefined;
+    if (!r) return;
+    await r.listener.stop();
+    await r.loop.stop();
+    holds.releaseAll();
+    log.info('launch loop stopped');
+  };
+  const onGained = () => (transition = transition.then(start));
+  const onLost = () => (transition = transition.then(stop));
+  ctx.events.on('leader:gained', onGained);
+  ctx.events.on('leader:lost', onLost);
+  // A lone replica (no coordination loop) leads from the start.
+  if (ownership.isLeader()) onGained();
+  let stopped: Promise<void> | undefined;
+  const stopAll = () =>
+    (stopped ??= (async () => {
+      ctx.events.off('leader:gained', onGained);
+      ctx.events.off('leader:lost', onLost);
+      await transition;
+      await stop();
+    })());
+  return { halt: stopAll, stop: stopAll };
 }

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { useTestDatabase } from '../support/db.js';
@@ -12,7 +11,7 @@ describe('GET /api/admin/queue and /api/fleet/runners', () => {
   let server: ServerHandle;
   let admin: string;
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: [opsApi()] });
+    server = await startTestServer(db.current.url, { plan: { ops: true } });
     admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ops' })).secret;
   });
   afterAll(async () => server?.stop());

@@ -1,6 +1,4 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
-import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
 import { replicaQuiesceSet } from '../../src/coordination/levers.js';
 import type { AdminStatus } from '../../src/coordination/status.js';
@@ -30,7 +28,7 @@ describe('GET /api/admin/status and the replica levers', () => {
   });
 
   const start = async (site?: string) => {
-    const s = await startTestServer(db.current.url, { config: { site }, features: [coordinationFeature({ timing: FAST }), opsApi()] });
+    const s = await startTestServer(db.current.url, { config: { site }, plan: { coordination: { timing: FAST }, ops: true } });
     servers.push(s);
     return s;
   };
@@ -62,7 +60,7 @@ describe('GET /api/admin/status and the replica levers', () => {
     const reg = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'r' })).secret;
     expect((await get(s, `Bearer ${reg}`)).status).toBe(401);
     expect((await post(s, '/api/admin/replicas/x/quiesce')).status).toBe(404);
-    const anon = await fetch(`${s.url}/api/admin/replicas/${s.ctx.replicaId}/quiesce`, { method: 'POST' });
+    const anon = await fetch(`${s.url}/api/admin/replicas/${s.replica.replicaId}/quiesce`, { method: 'POST' });
     expect(anon.status).toBe(401);
   });
 
@@ -73,7 +71,7 @@ describe('GET /api/admin/status and the replica levers', () => {
     expect(st.replicas.map((r) => r.site).sort()).toEqual(['dc1', 'dc2']);
     expect(st.replicas.flatMap((r) => r.shards).sort((x, y) => x - y)).toEqual(Array.from({ length: 64 }, (_, i) => i));
     expect(st.replicas.filter((r) => r.leader)).toHaveLength(1);
-    expect([a.ctx.replicaId, b.ctx.replicaId]).toContain(st.leader!.replicaId);
+    expect([a.replica.replicaId, b.replica.replicaId]).toContain(st.leader!.replicaId);
     expect(st.postures).toMatchObject({ quiesced: false, halted: false });
     for (const r of st.replicas) expect(r.heartbeatAgeMs).toBeLessThan(st.stalenessMs);
   });
@@ -82,25 +80,25 @@ describe('GET /api/admin/status and the replica levers', () => {
     const a = await start('dc1');
     const b = await start('dc2');
     await converged(a, 2);
-    const left = nextCoordinationEvent(b.ctx.events, 'membership:changed', (p) => !p.member);
-    const q1 = await post(a, `/api/admin/replicas/${b.ctx.replicaId}/quiesce`);
-    expect(q1).toMatchObject({ status: 200, body: { id: b.ctx.replicaId, quiesced: true, changed: true } });
-    expect((await post(a, `/api/admin/replicas/${b.ctx.replicaId}/quiesce`)).body.changed).toBe(false);
+    const left = nextCoordinationEvent(b.replica.events, 'membership:changed', (p) => !p.member);
+    const q1 = await post(a, `/api/admin/replicas/${b.replica.replicaId}/quiesce`);
+    expect(q1).toMatchObject({ status: 200, body: { id: b.replica.replicaId, quiesced: true, changed: true } });
+    expect((await post(a, `/api/admin/replicas/${b.replica.replicaId}/quiesce`)).body.changed).toBe(false);
     await left;
-    expect(b.ctx.ownership.inMembership()).toBe(false);
+    expect(b.replica.ownership.inMembership()).toBe(false);
     const st = (await waitFor(async () => {
       const { body } = await get(b, `Bearer ${admin}`); // a quiesced replica keeps serving HTTP
       const s = body as AdminStatus;
-      const mine = s.replicas.find((r) => r.id === a.ctx.replicaId)!;
+      const mine = s.replicas.find((r) => r.id === a.replica.replicaId)!;
       return mine.shards.length === 64 && mine.leader ? s : undefined;
     }))!;
-    expect(st.replicas.find((r) => r.id === b.ctx.replicaId)).toMatchObject({ state: 'quiesced', shards: [], leader: false });
-    expect(a.ctx.ownership.liveSites()).toEqual(new Set(['dc1']));
-    expect(b.ctx.ownership.owned()).toEqual([]);
+    expect(st.replicas.find((r) => r.id === b.replica.replicaId)).toMatchObject({ state: 'quiesced', shards: [], leader: false });
+    expect(a.replica.ownership.liveSites()).toEqual(new Set(['dc1']));
+    expect(b.replica.ownership.owned()).toEqual([]);
 
-    expect((await post(a, `/api/admin/replicas/${b.ctx.replicaId}/resume`)).body).toMatchObject({ quiesced: false, changed: true });
+    expect((await post(a, `/api/admin/replicas/${b.replica.replicaId}/resume`)).body).toMatchObject({ quiesced: false, changed: true });
     await converged(a, 2);
-    const { rows } = await db.current.pool.query(`SELECT action, target, detail FROM audit_log WHERE target = $1 ORDER BY id`, [b.ctx.replicaId]);
+    const { rows } = await db.current.pool.query(`SELECT action, target, detail FROM audit_log WHERE target = $1 ORDER BY id`, [b.replica.replicaId]);
     expect(rows.map((r) => [r.action, r.detail.changed])).toEqual([
       ['replica.quiesce', true],
       ['replica.quiesce', false],
@@ -109,36 +107,36 @@ describe('GET /api/admin/status and the replica levers', () => {
   });
 
   it('with the production 5 s tick, hand-overs are announced: a join, a quiesce, a resume and a clean stop move leases in well under a tick', async () => {
-    const slow = () => startTestServer(db.current.url, { features: [coordinationFeature(), opsApi()] });
+    const slow = () => startTestServer(db.current.url, { plan: { coordination: {}, ops: true } });
     const a = await slow();
     servers.push(a);
     const b = await slow();
     servers.push(b);
     // b wants its shards from a: its announcement wakes a, whose release wakes b.
     const joinedAt = Date.now();
-    await waitFor(() => a.ctx.ownership.owned().length > 0 && b.ctx.ownership.owned().length > 0 && a.ctx.ownership.owned().length + b.ctx.ownership.owned().length === 64, {
+    await waitFor(() => a.replica.ownership.owned().length > 0 && b.replica.ownership.owned().length > 0 && a.replica.ownership.owned().length + b.replica.ownership.owned().length === 64, {
       what: 'the shards split',
     });
     expect(Date.now() - joinedAt).toBeLessThan(4_000);
 
     const quiescedAt = Date.now();
-    await replicaQuiesceSet(db.current.pool, { id: b.ctx.replicaId, quiesced: true, actor: 'test' });
-    await waitFor(() => a.ctx.ownership.owned().length === 64, { what: 'a owning every shard' });
+    await replicaQuiesceSet(db.current.pool, { id: b.replica.replicaId, quiesced: true, actor: 'test' });
+    await waitFor(() => a.replica.ownership.owned().length === 64, { what: 'a owning every shard' });
     expect(Date.now() - quiescedAt).toBeLessThan(4_000);
     const resumedAt = Date.now();
-    await replicaQuiesceSet(db.current.pool, { id: b.ctx.replicaId, quiesced: false, actor: 'test' });
-    await waitFor(() => b.ctx.ownership.owned().length > 0 && a.ctx.ownership.owned().length + b.ctx.ownership.owned().length === 64, { what: 'the shards split again' });
+    await replicaQuiesceSet(db.current.pool, { id: b.replica.replicaId, quiesced: false, actor: 'test' });
+    await waitFor(() => b.replica.ownership.owned().length > 0 && a.replica.ownership.owned().length + b.replica.ownership.owned().length === 64, { what: 'the shards split again' });
     expect(Date.now() - resumedAt).toBeLessThan(4_000);
 
-    const [leader, other] = a.ctx.ownership.isLeader() ? [a, b] : [b, a];
-    const gained = nextCoordinationEvent(other.ctx.events, 'leader:gained');
+    const [leader, other] = a.replica.ownership.isLeader() ? [a, b] : [b, a];
+    const gained = nextCoordinationEvent(other.replica.events, 'leader:gained');
     const stoppedAt = Date.now();
     await leader.stop();
     servers = servers.filter((s) => s !== leader);
     await gained;
     // The pass that takes the leader lease may still count the stopping replica live and take
     // only its own half of the shards; the rest follow on the next pass, woken the same way.
-    await waitFor(() => other.ctx.ownership.owned().length === 64, { what: 'the survivor owning every shard' });
+    await waitFor(() => other.replica.ownership.owned().length === 64, { what: 'the survivor owning every shard' });
     expect(Date.now() - stoppedAt).toBeLessThan(4_000);
   });
 
@@ -146,8 +144,8 @@ describe('GET /api/admin/status and the replica levers', () => {
     const a = await start();
     const b = await start();
     const st = await converged(a, 2);
-    const [leader, other] = st.leader!.replicaId === a.ctx.replicaId ? [a, b] : [b, a];
-    const gained = nextCoordinationEvent(other.ctx.events, 'leader:gained');
+    const [leader, other] = st.leader!.replicaId === a.replica.replicaId ? [a, b] : [b, a];
+    const gained = nextCoordinationEvent(other.replica.events, 'leader:gained');
     const stoppedAt = Date.now();
     await leader.stop();
     servers = servers.filter((s) => s !== leader);
@@ -155,6 +153,6 @@ describe('GET /api/admin/status and the replica levers', () => {
     // Far inside the 15 s lease: the release, not the expiry, handed it over.
     expect(Date.now() - stoppedAt).toBeLessThan(5_000);
     const after = (await get(other, `Bearer ${admin}`)).body as AdminStatus;
-    expect(after.replicas.find((r) => r.id === leader.ctx.replicaId)?.state).toBe('stopped');
+    expect(after.replicas.find((r) => r.id === leader.replica.replicaId)?.state).toBe('stopped');
   });
 });

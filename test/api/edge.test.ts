@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PARKED_PER_RUNNER } from '../../src/api/runner-routes.js';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { useTestDatabase } from '../support/db.js';
@@ -17,7 +17,7 @@ describe('the HTTP edge', () => {
   let runner: TestRunner;
 
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: serverFeatures(), config: { pollWindowMs: 10_000 } });
+    server = await startTestServer(db.current.url, { plan: serverPlan(), config: { pollWindowMs: 10_000 } });
     admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ops' })).secret;
     reg = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'r' })).secret;
     runner = await new TestRunner(server.url).register(reg, { name: 'edge-runner', max_parallel_steps: 4 });
@@ -153,7 +153,7 @@ describe('the HTTP edge', () => {
     expect(health).toEqual({ status: 200, body: { status: 'ok' } });
     const ready = await raw('GET', '/readyz');
     expect(ready.body).toEqual({ status: 'ready', failing: [], checks: [{ name: 'store', ok: true }] });
-    expect((await raw('GET', '/healthz', undefined, asAdmin())).body.replica).toBe(server.ctx.replicaId);
-    expect((await raw('GET', '/readyz', undefined, asAdmin())).body.replica).toBe(server.ctx.replicaId);
+    expect((await raw('GET', '/healthz', undefined, asAdmin())).body.replica).toBe(server.replica.replicaId);
+    expect((await raw('GET', '/readyz', undefined, asAdmin())).body.replica).toBe(server.replica.replicaId);
   });
 });

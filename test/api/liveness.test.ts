@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { useTestDatabase } from '../support/db.js';
@@ -12,7 +12,7 @@ describe('runner liveness', () => {
   let runners: TestRunner[];
 
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: serverFeatures(), config: { pollWindowMs: 10_000 } });
+    server = await startTestServer(db.current.url, { plan: serverPlan(), config: { pollWindowMs: 10_000 } });
     const reg = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'r' })).secret;
     runners = await Promise.all(Array.from({ length: 12 }, (_, i) => new TestRunner(server.url).register(reg, { name: `live-${i}` })));
   });

@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
-import { exposition, metricsApi } from '../../src/api/metrics.js';
+import { exposition } from '../../src/api/metrics.js';
 import { DEMAND_REASONS, NO_GROUP, UNMATCHED } from '../../src/core/capacity.js';
 import { classify } from '../../src/core/classify.js';
 import { LANE_NAMES } from '../../src/core/entry.js';
-import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
 import { postureLever } from '../../src/dispatch/postures.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
@@ -19,7 +17,7 @@ import { seedRun } from '../support/seed.js';
 import { startTestServer } from '../support/server.js';
 
 /** 1,000 one-step runs spread over the three lanes, enqueued as the orchestrator would. */
-async function seedRuns(pool: ServerHandle['ctx']['pool'], n: number): Promise<number[]> {
+async function seedRuns(pool: ServerHandle['replica']['pool'], n: number): Promise<number[]> {
   const priorities = [0, 60, 120];
   const { rows: runs } = await pool.query(
     `INSERT INTO runs (name, priority, definition) SELECT 'bulk-' || i, (ARRAY[0, 60, 120])[1 + i % 3], '{}' FROM generate_series(1, $1) i RETURNING id, priority`,
@@ -73,7 +71,7 @@ describe('GET /metrics', () => {
 
   beforeAll(async () => {
     server = await startTestServer(db.current.url, {
-      features: [metricsApi(), opsApi(), dispatchFeature({ hooks: orchestratorHooks })],
+      plan: { metrics: {}, ops: true, dispatch: { hooks: orchestratorHooks } },
       config: { leaseTtlMs: 60_000, pollWindowMs: 10_000 },
     });
     admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ops' })).secret;
@@ -196,10 +194,10 @@ describe('GET /metrics', () => {
     const offered = await r.acquire({ wait_ms: 5_000 });
     expect(offered.status).toBe(200);
     await db.current.pool.query(`UPDATE scheduler_job_leases SET ack_deadline = now() - interval '1 second'`);
-    expect((await expireOnce(server.ctx.dispatch!)).requeued).toBe(1);
+    expect((await expireOnce(server.replica.dispatcher!)).requeued).toBe(1);
 
     await postureLever(db.current.pool, { fields: ['system_quiesced'], value: true, actor: 'test' });
-    await server.ctx.pool.query('SELECT * FROM no_such_table').catch(() => {});
+    await server.replica.pool.query('SELECT * FROM no_such_table').catch(() => {});
 
     const after = await scrape();
     expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'empty' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'empty' })).toBe(1);

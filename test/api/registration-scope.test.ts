@@ -1,6 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
-import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
@@ -15,7 +13,7 @@ describe('registration tokens name the groups they may register into', () => {
   const tokens: Record<string, { id: string; secret: string }> = {};
 
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: [opsApi(), dispatchFeature({ hooks: orchestratorHooks })] });
+    server = await startTestServer(db.current.url, { plan: { ops: true, dispatch: { hooks: orchestratorHooks } } });
     admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'admin', scope: 'admin' })).secret;
   });
   afterAll(async () => {

@@ -2,8 +2,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
-import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
@@ -26,7 +24,7 @@ describe('run-file bounds over HTTP and the CLI', () => {
   let dir: string;
 
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: [opsApi(), dispatchFeature({ hooks: orchestratorHooks })] });
+    server = await startTestServer(db.current.url, { plan: { ops: true, dispatch: { hooks: orchestratorHooks } } });
     runs = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'runs', scope: 'runs' })).secret;
     dir = mkdtempSync(join(tmpdir(), 'opschain-bounds-'));
   });

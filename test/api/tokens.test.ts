@@ -1,9 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
-import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
-import type { ServerHandle } from '../../src/server.js';
+import type { ReplicaPlan, ServerHandle } from '../../src/server.js';
 import { stepLogAppend } from '../../src/store/logs.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { ROOT } from '../support/cli.js';
@@ -19,11 +17,11 @@ describe('scoped tokens and revocation, on every replica', () => {
   let b: ServerHandle;
   const secrets: Record<string, string> = {};
   const ids: Record<string, string> = {};
-  const features = () => [opsApi(), dispatchFeature({ hooks: orchestratorHooks })];
+  const plan = (): ReplicaPlan => ({ ops: true, dispatch: { hooks: orchestratorHooks } });
 
   beforeAll(async () => {
-    a = await startTestServer(db.current.url, { features: features(), config: { pollWindowMs: 1_000 } });
-    b = await startTestServer(db.current.url, { features: features(), config: { pollWindowMs: 1_000 } });
+    a = await startTestServer(db.current.url, { plan: plan(), config: { pollWindowMs: 1_000 } });
+    b = await startTestServer(db.current.url, { plan: plan(), config: { pollWindowMs: 1_000 } });
     for (const scope of ['read', 'runs', 'levers', 'admin'] as const) {
       const t = await tokenCreate(db.current.pool, { kind: 'admin', name: `t-${scope}`, scope });
       secrets[scope] = t.secret;

@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PARKED_LONG_POLLS_PER_TOKEN } from '../../src/api/ops-routes.js';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { useTestDatabase } from '../support/db.js';
@@ -16,7 +16,7 @@ describe('the HTTP edge: names, headers and long polls', () => {
   let admin: string;
 
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: serverFeatures(), config: { pollWindowMs: 5_000 } });
+    server = await startTestServer(db.current.url, { plan: serverPlan(), config: { pollWindowMs: 5_000 } });
     admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ops' })).secret;
   });
   afterAll(async () => server?.stop());

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { benchRunFile } from '../../bench/opschain.js';
 import { prequeue, readyCount } from '../../bench/prequeue.js';
 import { SimFleet } from '../../bench/sim-fleet.js';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
@@ -16,7 +16,7 @@ describe('bench simulated fleet', () => {
   let token: string;
   let fleet: SimFleet | undefined;
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: serverFeatures() });
+    server = await startTestServer(db.current.url, { plan: serverPlan() });
     token = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'bench-test' })).secret;
   });
   afterEach(async () => {
@@ -24,7 +24,7 @@ describe('bench simulated fleet', () => {
     fleet = undefined;
     // The server drops a stopped runner's parked poll when it sees the connection close; until
     // then a tick could hand that poll the next test's entries.
-    await waitFor(() => server.ctx.dispatch!.registry.size === 0, { what: 'no poll left parked' });
+    await waitFor(() => server.replica.dispatcher!.registry.size === 0, { what: 'no poll left parked' });
   });
   afterAll(async () => server?.stop());
 

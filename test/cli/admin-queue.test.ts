@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { startTestServer } from '../support/server.js';
 import { CliProcess, runCli } from '../support/cli.js';
@@ -64,7 +63,7 @@ describe('admin queue and fleet runners', () => {
   });
 
   it('--watch --server reads the same view over HTTP, one NDJSON line per interval', async () => {
-    const server = await startTestServer(db.current.url, { features: [opsApi()] });
+    const server = await startTestServer(db.current.url, { plan: { ops: true } });
     const token = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'watch', scope: 'read' })).secret;
     const local = JSON.parse((await cli('admin', 'queue', '--json')).stdout);
     const p = new CliProcess(['admin', 'queue', '--watch', '--interval', '0.3', '--server', server.url, '--token', token], { OPSCHAIN_HOME: '/nonexistent-opschain-home' });

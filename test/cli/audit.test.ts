@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { runInProcess } from '../support/inproc.js';
@@ -62,7 +61,7 @@ describe('admin audit', () => {
     let levers: string;
     let admin: string;
     beforeAll(async () => {
-      server = await startTestServer(db.current.url, { features: [opsApi()] });
+      server = await startTestServer(db.current.url, { plan: { ops: true } });
       levers = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ci-deploy', scope: 'levers' })).secret;
       admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'auditor', scope: 'admin' })).secret;
     });

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
 import type { ServerHandle } from '../../src/server.js';
 import { hashSecret } from '../../src/core/tokens.js';
 import { runCli } from '../support/cli.js';
@@ -11,7 +10,7 @@ describe('API tokens: a prefix per scope, and refusals with their own exit code'
   const db = useTestDatabase();
   let server: ServerHandle;
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: [opsApi()] });
+    server = await startTestServer(db.current.url, { plan: { ops: true } });
   });
   afterAll(async () => {
     await server?.stop();

@@ -1,8 +1,9 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
-import { coordinationOnce, coordinationRelease, DEFAULT_TIMING, type CoordinationDeps } from '../../src/coordination/coordinator.js';
+import { coordinationRelease, Coordinator, DEFAULT_TIMING, type CoordinationDeps } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import type { LeaderDuty } from '../../src/coordination/duties.js';
 import { CoordinationState } from '../../src/coordination/state.js';
 import { SHARD_COUNT } from '../../src/core/entry.js';
 import { shardAssignment, shardsOf } from '../../src/core/rendezvous.js';
@@ -23,7 +24,7 @@ interface Replica {
   state: CoordinationState;
   events: EventEmitter;
   requeued: Array<{ stepId: number; fromAttempt: number; toAttempt: number; reason: string }>;
-  tick(): ReturnType<typeof coordinationOnce>;
+  tick(): ReturnType<Coordinator['once']>;
 }
 
 describe('the coordination loop, tick by tick, across in-process replicas', () => {
@@ -43,7 +44,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     for (const r of replicas) r.events.removeAllListeners();
   });
 
-  async function replica(id: string, site?: string): Promise<Replica> {
+  async function replica(id: string, site?: string, leaderDuties?: LeaderDuty[]): Promise<Replica> {
     await replicaRegister(db.current.pool, { id, host: 'test', site, version: 'test' });
     const events = new EventEmitter();
     const state = new CoordinationState(clock);
@@ -59,8 +60,10 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
       timing: DEFAULT_TIMING,
       config: { pollWindowMs: 50_000, replicaRetentionMs: 86_400_000, schedulerDoneRetentionDays: 7 },
       hooks: { stepRequeued: async (_c, p) => void requeued.push(p) },
+      leaderDuties,
     };
-    const r: Replica = { id, deps, state, events, requeued, tick: () => coordinationOnce(deps) };
+    const coordinator = new Coordinator(deps);
+    const r: Replica = { id, deps, state, events, requeued, tick: () => coordinator.once() };
     replicas.push(r);
     return r;
   }
@@ -354,6 +357,90 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     expect(report.pruned).toBe(1);
     const { rows } = await pool.query(`SELECT id FROM replicas ORDER BY id`);
     expect(rows.map((r) => r.id)).toEqual(['old-000002', a.id]);
+  });
+
+  it('leader duties run through one mechanism: on the leader only, in order, each on its cadence; a failing one is skipped and retried', async () => {
+    const ran: string[] = [];
+    let failures = 1;
+    const duties = (who: string): LeaderDuty[] => [
+      // Every tick, against the store: the database's clock as the leader sees it.
+      { name: 'every tick', fallback: undefined, run: async ({ leaderToken }) => ran.push(`${who}:tick:${leaderToken > 0}:${(await db.current.pool.query('SELECT 1 AS one')).rows[0].one}`) },
+      {
+        name: 'flaky',
+        fallback: undefined,
+        run: async () => {
+          ran.push(`${who}:flaky`);
+          if (failures-- > 0) throw new Error('store hiccup');
+        },
+      },
+      // Once a minute, the first one a minute after leadership was gained; a failure waits 10 s.
+      { name: 'cadenced', everyMs: 60_000, retryMs: 10_000, fallback: undefined, run: async () => void ran.push(`${who}:cadenced`) },
+    ];
+    const a = await replica('a-000001', undefined, duties('a'));
+    const b = await replica('b-000002', undefined, duties('b'));
+    const first = await a.tick();
+    await b.tick();
+    expect(first.leader).toBe(true);
+    // The leader ran its per-tick duties in order, the failing one did not stop the tick, and the
+    // coordination duties still reported; the other replica ran none.
+    expect(ran).toEqual(['a:tick:true:1', 'a:flaky']);
+    expect(first.liveness).toEqual([]);
+    ran.length = 0;
+    clock.t += 30_000;
+    await a.tick();
+    expect(ran).toEqual(['a:tick:true:1', 'a:flaky']);
+    ran.length = 0;
+    clock.t += 30_000;
+    await a.tick();
+    expect(ran).toEqual(['a:tick:true:1', 'a:flaky', 'a:cadenced']);
+    ran.length = 0;
+    await a.tick();
+    expect(ran).toEqual(['a:tick:true:1', 'a:flaky']);
+
+    // The leader goes silent: the next leader's cadence starts at its own gain, and the old one,
+    // back but not leading, runs nothing.
+    ran.length = 0;
+    await age(16_000);
+    expect((await b.tick()).leader).toBe(true);
+    expect((await a.tick()).leader).toBe(false);
+    expect(ran).toEqual(['b:tick:true:1', 'b:flaky']);
+    ran.length = 0;
+    clock.t += 59_000;
+    await b.tick();
+    expect(ran).not.toContain('b:cadenced');
+    clock.t += 1_000;
+    await b.tick();
+    expect(ran.filter((r) => r === 'b:cadenced')).toHaveLength(1);
+  });
+
+  it('a cadenced leader duty that fails is tried again after its retry wait, not after a whole interval', async () => {
+    let calls = 0;
+    const a = await replica('a-000001', undefined, [
+      {
+        name: 'housekeeping-like',
+        everyMs: 60_000,
+        retryMs: 10_000,
+        fallback: undefined,
+        run: async () => {
+          calls++;
+          if (calls === 1) throw new Error('store hiccup');
+          await db.current.pool.query('SELECT now()');
+        },
+      },
+    ]);
+    await a.tick();
+    clock.t += 60_000;
+    await a.tick();
+    expect(calls).toBe(1);
+    clock.t += 9_000;
+    await a.tick();
+    expect(calls).toBe(1);
+    clock.t += 1_000;
+    await a.tick();
+    expect(calls).toBe(2);
+    clock.t += 59_000;
+    await a.tick();
+    expect(calls).toBe(2);
   });
 
   it('membership churn: at every sampled instant each shard has at most one owner, and the survivors converge', async () => {

@@ -1,26 +1,23 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
-import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
 import { shardOf } from '../../src/core/fnv.js';
 import { shardsOf } from '../../src/core/rendezvous.js';
-import { dispatchFeature } from '../../src/api/dispatch-feature.js';
-import { expireOnce } from '../../src/dispatch/lifecycle.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
-import type { ServerContext, ServerHandle } from '../../src/server.js';
+import type { ReplicaPlan, ServerHandle } from '../../src/server.js';
 import { replicaSetQuiesced } from '../../src/store/replicas.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { truncateLive, useTestDatabase, waitFor } from '../support/db.js';
 import { TestRunner } from '../support/runner-client.js';
 import { seedRun } from '../support/seed.js';
+import { leaderDuties } from '../../src/features.js';
 import { startTestServer } from '../support/server.js';
 
 // Production features with a short coordination tick, so in-process replicas converge quickly.
-const features = () => [
-  coordinationFeature({ timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderPasses: [async (ctx: ServerContext) => ctx.dispatch && expireOnce(ctx.dispatch)] }),
-  opsApi(),
-  dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
-];
+const plan = (): ReplicaPlan => ({
+  coordination: { timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderDuties: [leaderDuties.expirySweep] },
+  ops: true,
+  dispatch: { hooks: orchestratorHooks, ownExpiryLoop: false },
+});
 
 describe('replicas sharing one queue (in process)', () => {
   const db = useTestDatabase();
@@ -36,12 +33,12 @@ describe('replicas sharing one queue (in process)', () => {
   });
 
   async function fleet(sites: Array<string | undefined>): Promise<ServerHandle[]> {
-    const started = await Promise.all(sites.map((site) => startTestServer(db.current.url, { config: { site }, features: features() })));
+    const started = await Promise.all(sites.map((site) => startTestServer(db.current.url, { config: { site }, plan: plan() })));
     servers.push(...started);
-    const ids = started.map((s) => s.ctx.replicaId);
+    const ids = started.map((s) => s.replica.replicaId);
     // Settled: every replica has ticked with the whole fleet in view and holds exactly its rendezvous shards.
-    await Promise.all(started.map((s) => nextCoordinationEvent(s.ctx.events, 'coordination:tick', (t) => t.live.length === started.length)));
-    await waitFor(() => started.every((s) => JSON.stringify(s.ctx.ownership.owned()) === JSON.stringify(shardsOf(s.ctx.replicaId, ids))), {
+    await Promise.all(started.map((s) => nextCoordinationEvent(s.replica.events, 'coordination:tick', (t) => t.live.length === started.length)));
+    await waitFor(() => started.every((s) => JSON.stringify(s.replica.ownership.owned()) === JSON.stringify(shardsOf(s.replica.replicaId, ids))), {
       what: 'the rendezvous assignment in place',
     });
     return started;
@@ -51,7 +48,7 @@ describe('replicas sharing one queue (in process)', () => {
   async function runOn(owner: ServerHandle, steps = 1): Promise<{ runId: number; stepIds: number[] }> {
     for (;;) {
       const seeded = await seedRun(db.current.pool, { steps: Array.from({ length: steps }, (_, i) => ({ name: `s${i}` })) });
-      if (owner.ctx.ownership.owned().includes(shardOf(seeded.runId))) return seeded;
+      if (owner.replica.ownership.owned().includes(shardOf(seeded.runId))) return seeded;
       await db.current.pool.query(`DELETE FROM queue_ready WHERE run_id = $1`, [seeded.runId]);
     }
   }
@@ -68,7 +65,7 @@ describe('replicas sharing one queue (in process)', () => {
     expect(aged.status).toBe(200);
     expect(aged.body.offers.map((o: any) => o.step_id)).toEqual(stepIds);
     const { rows } = await db.current.pool.query(`SELECT holder FROM scheduler_job_leases WHERE step_id = $1`, [stepIds[0]]);
-    expect(rows[0].holder).toBe(b.ctx.replicaId);
+    expect(rows[0].holder).toBe(b.replica.replicaId);
   });
 
   it('quiescing a replica answers its parked polls empty at once while it keeps serving', async () => {
@@ -76,9 +73,9 @@ describe('replicas sharing one queue (in process)', () => {
     const runner = await new TestRunner(b.url).register(registration);
     const started = Date.now();
     const parked = runner.acquire({ wait_ms: 20_000 });
-    await waitFor(() => b.ctx.dispatch!.registry.size === 1, { what: 'the poll parked' });
-    const left = nextCoordinationEvent(b.ctx.events, 'membership:changed');
-    await replicaSetQuiesced(db.current.pool, { id: b.ctx.replicaId, quiesced: true });
+    await waitFor(() => b.replica.dispatcher!.registry.size === 1, { what: 'the poll parked' });
+    const left = nextCoordinationEvent(b.replica.events, 'membership:changed');
+    await replicaSetQuiesced(db.current.pool, { id: b.replica.replicaId, quiesced: true });
     await left;
     expect((await parked).status).toBe(204);
     expect(Date.now() - started).toBeLessThan(10_000);
@@ -92,7 +89,7 @@ describe('replicas sharing one queue (in process)', () => {
     const other = Object.assign(new TestRunner(b.url), { credential: registered.credential, runnerId: registered.runnerId });
     const held = other.acquire({ wait_ms: 20_000 });
     // The poll is in its hold once b has recorded it as the runner's replica (written just before).
-    await waitFor(async () => (await db.current.pool.query(`SELECT last_replica FROM runners WHERE id = $1`, [other.runnerId])).rows[0].last_replica === b.ctx.replicaId);
+    await waitFor(async () => (await db.current.pool.query(`SELECT last_replica FROM runners WHERE id = $1`, [other.runnerId])).rows[0].last_replica === b.replica.replicaId);
     const stopping = Date.now();
     await b.stop();
     servers = servers.filter((s) => s !== b);
@@ -107,12 +104,12 @@ describe('replicas sharing one queue (in process)', () => {
     const { stepIds } = await runOn(c);
     await db.current.pool.query(`UPDATE queue_ready SET site_stamp = 'dc2' WHERE step_id = $1`, [stepIds[0]]);
     expect((await runner.acquire({ wait_ms: 800 })).status).toBe(204);
-    await replicaSetQuiesced(db.current.pool, { id: b.ctx.replicaId, quiesced: true });
-    await waitFor(() => !a.ctx.ownership.liveSites().has('dc2'), { what: 'dc2 out of the live sites' });
+    await replicaSetQuiesced(db.current.pool, { id: b.replica.replicaId, quiesced: true });
+    await waitFor(() => !a.replica.ownership.liveSites().has('dc2'), { what: 'dc2 out of the live sites' });
     const res = await runner.acquire({ wait_ms: 5_000 });
     expect(res.status).toBe(200);
     expect(res.body.offers.map((o: any) => o.step_id)).toEqual(stepIds);
-    expect(c.ctx.ownership.owned()).toContain(shardOf((await db.current.pool.query(`SELECT run_id FROM steps WHERE id = $1`, [stepIds[0]])).rows[0].run_id));
+    expect(c.replica.ownership.owned()).toContain(shardOf((await db.current.pool.query(`SELECT run_id FROM steps WHERE id = $1`, [stepIds[0]])).rows[0].run_id));
   });
 
   it('a dead replica\'s un-acked offer comes back as a new attempt and the late ack is fenced', async () => {
@@ -124,9 +121,9 @@ describe('replicas sharing one queue (in process)', () => {
     const offer = offered.body.offers[0];
     expect(offer.attempt).toBe(1);
     // The replica dies without a word: its heartbeat stops (written into the past) and its loops with it.
-    await Promise.all(a.ctx.loops.map((l) => l.stop()));
-    await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '20 seconds' WHERE id = $1`, [a.ctx.replicaId]);
-    const tick = await nextCoordinationEvent(b.ctx.events, 'coordination:tick', (t) => t.reclaimed.length > 0);
+    await a.halt();
+    await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '20 seconds' WHERE id = $1`, [a.replica.replicaId]);
+    const tick = await nextCoordinationEvent(b.replica.events, 'coordination:tick', (t) => t.reclaimed.length > 0);
     expect(tick.reclaimed).toMatchObject([{ stepId: stepIds[0], exposed: true, attempt: 1, requeuedAttempt: 2 }]);
     const late = new TestRunner(b.url);
     late.credential = runner.credential;

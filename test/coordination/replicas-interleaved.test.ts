@@ -1,22 +1,20 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
 import { shardsOf } from '../../src/core/rendezvous.js';
-import { dispatchFeature } from '../../src/api/dispatch-feature.js';
-import { expireOnce } from '../../src/dispatch/lifecycle.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { runSubmitMany } from '../../src/orchestrator/submit.js';
-import type { ServerContext, ServerHandle } from '../../src/server.js';
+import type { ReplicaPlan, ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { TestRunner } from '../support/runner-client.js';
+import { leaderDuties } from '../../src/features.js';
 import { startTestServer } from '../support/server.js';
 
-const features = () => [
-  coordinationFeature({ timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderPasses: [async (ctx: ServerContext) => ctx.dispatch && expireOnce(ctx.dispatch)] }),
-  dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
-];
+const plan = (): ReplicaPlan => ({
+  coordination: { timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderDuties: [leaderDuties.expirySweep] },
+  dispatch: { hooks: orchestratorHooks, ownExpiryLoop: false },
+});
 
 /** Two roots, a wide middle that needs both, and a last step that needs the middle: releases and roll-ups on every path. */
 const run = (i: number) => `
@@ -40,10 +38,10 @@ describe('three replicas completing interleaved steps of the same runs', () => {
   it('every run succeeds, each step once, with no deadlock and no 5xx, whichever replica each completion reaches', async () => {
     const pool = db.current.pool;
     const registration = (await tokenCreate(pool, { kind: 'registration', name: 't' })).secret;
-    servers.push(...(await Promise.all([0, 1, 2].map(() => startTestServer(db.current.url, { features: features() })))));
-    const ids = servers.map((s) => s.ctx.replicaId);
-    await Promise.all(servers.map((s) => nextCoordinationEvent(s.ctx.events, 'coordination:tick', (t) => t.live.length === 3)));
-    await waitFor(() => servers.every((s) => JSON.stringify(s.ctx.ownership.owned()) === JSON.stringify(shardsOf(s.ctx.replicaId, ids))), { what: 'the rendezvous assignment in place' });
+    servers.push(...(await Promise.all([0, 1, 2].map(() => startTestServer(db.current.url, { plan: plan() })))));
+    const ids = servers.map((s) => s.replica.replicaId);
+    await Promise.all(servers.map((s) => nextCoordinationEvent(s.replica.events, 'coordination:tick', (t) => t.live.length === 3)));
+    await waitFor(() => servers.every((s) => JSON.stringify(s.replica.ownership.owned()) === JSON.stringify(shardsOf(s.replica.replicaId, ids))), { what: 'the rendezvous assignment in place' });
 
     const runs = await runSubmitMany(pool, Array.from({ length: 24 }, (_, i) => runFileLoad(run(i))), { actor: 'test' });
     const total = runs.length * 10;

@@ -3,8 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { PlacementRequirement, Waiter } from '../../src/core/entry.js';
 import { planDelivery } from '../../src/core/plan.js';
 import { RecentlyClaimable, unblockOnce } from '../../src/dispatch/blocked.js';
-import type { DispatchDeps } from '../../src/dispatch/deps.js';
-import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
+import type { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import type { Offer } from '../../src/dispatch/offers.js';
 import { postureLever } from '../../src/dispatch/postures.js';
 import { fleetDrainSet, verdictInputsRead } from '../../src/store/fleet.js';
@@ -24,7 +23,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
   let pool: Pool;
   /** Another replica's connections: what it changes is seen here only through the store. */
   let other: Pool;
-  let deps: DispatchDeps;
+  let deps: Dispatcher;
 
   beforeAll(async () => {
     pool = createPool(db.current.url, { max: 4 });
@@ -61,7 +60,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     await poolLimitSet(other, { name: 'db', limit: 1 });
     const holder = await seedRun(other, { steps: [{ name: 'migrate', pools: ['db'] }] });
     const held = park(busy, 1);
-    expect((await dispatchOnce(deps)).delivered).toBe(1);
+    expect((await deps.tick()).delivered).toBe(1);
     expect((await held.offers).map((o) => o.step_id)).toEqual(holder.stepIds);
     const pooled = await seedRun(other, { priority: 60, steps: Array.from({ length: 60 }, (_, i) => ({ name: `p${i}`, pools: ['db'] })) });
     const gpu = await seedRun(other, { placement: { labels: ['gpu'] }, steps: Array.from({ length: 75 }, (_, i) => ({ name: `g${i}` })) });
@@ -74,7 +73,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     const { vm } = await blockedEstate();
     const plain = await seedRun(other, { steps: [{ name: 'hello' }] });
     const call = park(vm, 2);
-    const tick = await dispatchOnce(deps);
+    const tick = await deps.tick();
     expect(tick.delivered).toBe(1);
     expect((await call.offers).map((o: Offer) => o.step_id)).toEqual(plain.stepIds);
     expect(tick.blocked).toBe(170);
@@ -83,7 +82,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     // Set aside, they cost the next tick nothing: it claims the new plain step alone.
     const second = await seedRun(other, { steps: [{ name: 'hello-again' }] });
     const again = park(vm, 1);
-    const next = await dispatchOnce(deps);
+    const next = await deps.tick();
     expect(next).toMatchObject({ claimed: 1, delivered: 1, blocked: 0 });
     expect((await again.offers).map((o) => o.step_id)).toEqual(second.stepIds);
   });
@@ -91,7 +90,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
   it('a check with nothing changed returns nothing; each kind of change returns its own entries', async () => {
     const { vm, busy, holder, gpu, legacy, urgent } = await blockedEstate();
     park(vm, 2);
-    await dispatchOnce(deps);
+    await deps.tick();
     deps.registry.drainAll();
     expect(await blockedOn()).toEqual({ 'pool:db': 60, fleet: 110 });
     expect(await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true })).toEqual({ blocked: 170, returned: 0 });
@@ -100,7 +99,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     const gpuRunner = await runner({ id: 'rnr_gpu', name: 'gpu-1', labels: ['gpu'], maxLoad: 100 });
     expect(await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true })).toEqual({ blocked: 170, returned: 75 });
     const g = park(gpuRunner, 100);
-    await dispatchOnce(deps);
+    await deps.tick();
     expect((await g.offers).map((o) => o.step_id).sort()).toEqual([...gpu.stepIds].sort());
 
     // The group is undrained: its 35 come back, the system lane's five first.
@@ -108,7 +107,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     expect(await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true })).toEqual({ blocked: 95, returned: 35 });
     const old = mapRunner((await other.query(`SELECT * FROM runners WHERE id = 'rnr_old'`)).rows[0]);
     const o = park(old, 5);
-    await dispatchOnce(deps);
+    await deps.tick();
     expect((await o.offers).map((x) => x.step_id)).toEqual(urgent.stepIds);
     expect(legacy.stepIds).toHaveLength(30);
 
@@ -118,7 +117,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     await other.query(`DELETE FROM scheduler_job_leases WHERE step_id = ANY($1::bigint[])`, [holder.stepIds]);
     expect((await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true })).returned).toBe(60);
     const b = park(busy, 8);
-    const tick = await dispatchOnce(deps);
+    const tick = await deps.tick();
     expect((await b.offers).length).toBe(1);
     expect(tick.blocked).toBe(59);
   });
@@ -128,13 +127,13 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     const plain = await seedRun(other, { steps: [{ name: 'hello' }] });
     await postureLever(other, { fields: ['halted'], value: true, actor: 'test', reason: 'incident' });
     const held = park(vm, 1);
-    expect(await dispatchOnce(deps)).toMatchObject({ held: 'halted', delivered: 0, blocked: 0 });
+    expect(await deps.tick()).toMatchObject({ held: 'halted', delivered: 0, blocked: 0 });
     expect(await blockedOn()).toEqual({ claimable: 1 });
     deps.registry.drainAll();
     expect(await held.offers).toEqual([]);
     await postureLever(other, { fields: ['halted'], value: false, actor: 'test' });
     const call = park(vm, 1);
-    expect((await dispatchOnce(deps)).delivered).toBe(1);
+    expect((await deps.tick()).delivered).toBe(1);
     expect((await call.offers).map((o) => o.step_id)).toEqual(plain.stepIds);
   });
 
@@ -142,7 +141,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     const a = await runner({ id: 'rnr_a', name: 'a', maxLoad: 8 });
     const scoped = await seedRun(other, { scope: 'run', maxParallelSteps: 1, steps: [{ name: 's1' }, { name: 's2' }] });
     const first = park(a, 4);
-    expect(await dispatchOnce(deps)).toMatchObject({ delivered: 1, blocked: 1 });
+    expect(await deps.tick()).toMatchObject({ delivered: 1, blocked: 1 });
     const [offer] = await first.offers;
     expect(await blockedOn()).toEqual({ [`run:${scoped.runId}`]: 1 });
     expect((await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true })).returned).toBe(0);
@@ -151,7 +150,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     expect(await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true, keys: ['run:999999'] })).toEqual({ blocked: 0, returned: 0 });
     expect(await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true, keys: [`run:${scoped.runId}`] })).toEqual({ blocked: 1, returned: 1 });
     const second = park(a, 4);
-    expect((await dispatchOnce(deps)).delivered).toBe(1);
+    expect((await deps.tick()).delivered).toBe(1);
     expect((await second.offers).map((o) => o.step_id)).toEqual([scoped.stepIds[1]]);
   });
 
@@ -163,7 +162,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     await seedRun(other, { placement: { labels: ['build'] }, steps: [{ name: 'b1' }] });
     const tickOnce = async () => {
       park(idle, 1);
-      const t = await dispatchOnce(deps);
+      const t = await deps.tick();
       deps.registry.drainAll();
       return t;
     };
@@ -212,7 +211,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
           await seedRun(other, { priority: e.priority, scope: e.scope as 'step' | 'run', placement, steps: [{ name: 's', load: e.load, pools: e.pool ? [e.pool] : [] }] });
         }
         const calls = rows.map((r, i) => ({ r, slots: c.runners[i].slots })).filter((x) => x.slots > 0).map((x) => ({ ...x, call: park(x.r, x.slots) }));
-        await dispatchOnce(deps);
+        await deps.tick();
         deps.registry.drainAll();
         const got = await Promise.all(calls.map((x) => x.call.offers));
         // The oracle is the planner itself, over what is left and the store as it is now, for

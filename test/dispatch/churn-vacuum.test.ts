@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ChurnVacuum } from '../../src/dispatch/churn-vacuum.js';
 import { onDispatch } from '../../src/dispatch/events.js';
-import { leaseGroupCommit } from '../../src/dispatch/group-commit.js';
 import { completeLeases } from '../../src/dispatch/lifecycle.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
@@ -29,7 +28,7 @@ describe('the lease table is vacuumed as completions empty it', () => {
       held.push({ stepId, token: await leaseToken(pool, stepId), exitCode: 0, cause: null });
     }
     const before = await leaseTableStats(pool);
-    const group = leaseGroupCommit(deps);
+    const group = deps.groupCommit;
     const vacuumed: string[] = [];
     onDispatch(deps.events, 'lease:vacuumed', (p) => vacuumed.push(p.outcome));
 

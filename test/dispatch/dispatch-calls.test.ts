@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquire } from '../../src/dispatch/acquire.js';
-import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { poolLimitSet } from '../../src/store/pools.js';
 import { mapRunner } from '../../src/store/runners.js';
@@ -31,7 +30,7 @@ describe('a dispatch tick over several acquire calls of one runner', () => {
     await waitFor(() => deps.registry.size === 1, { intervalMs: 5 });
     const open = acquire(deps, { runner, requestId: 'any', maxOffers: 1, waitMs: 30_000, onlyRunId: null });
     await waitFor(() => deps.registry.size === 2, { intervalMs: 5 });
-    const tick = await dispatchOnce(deps);
+    const tick = await deps.tick();
     deps.registry.drainAll();
     const [a, b] = await Promise.all([restricted, open]);
     expect(a).toEqual([]);

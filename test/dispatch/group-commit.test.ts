@@ -1,7 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { DispatchDeps } from '../../src/dispatch/deps.js';
-import { leaseGroupCommit } from '../../src/dispatch/group-commit.js';
 import { ackLeases, completeLeases, releaseLeases, renewLeases, type ItemResult } from '../../src/dispatch/lifecycle.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
@@ -111,9 +110,9 @@ describe('group commit', () => {
 
         // Together: every call issued in the same turn, so they share one group and one commit.
         const together = await setUp(pool, deps, s);
-        const before = { ...leaseGroupCommit(deps).stats };
+        const before = { ...deps.groupCommit.stats };
         const results = await Promise.all(s.calls.map((c) => call(deps, c, together.leases)));
-        const after = leaseGroupCommit(deps).stats;
+        const after = deps.groupCommit.stats;
         expect({ groups: after.groups - before.groups, calls: after.calls - before.calls }).toEqual({ groups: 1, calls: s.calls.length });
         const togetherState = await outcome(pool, together.leases);
 

@@ -1,6 +1,4 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
-import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce, FENCED, RUNNER_LOST_CAUSE } from '../../src/dispatch/lifecycle.js';
 import type { OrchestratorHooks, StepOutcome } from '../../src/orchestrator/contract.js';
 import type { ServerHandle } from '../../src/server.js';
@@ -51,7 +49,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     proxy = new TcpProxy(u.hostname, Number(u.port || 5432));
     const port = await proxy.start();
     server = await startTestServer(withHostPort(db.current.url, '127.0.0.1', port), {
-      features: [dispatchFeature({ hooks })],
+      plan: { dispatch: { hooks } },
       config: { leaseTtlMs: 3_000, pollWindowMs: 10_000 },
     });
     regToken = (await tokenCreate(db.current.pool, { kind: 'registration', name: 't' })).secret;
@@ -92,7 +90,7 @@ describe('the lease lifecycle over the runner protocol', () => {
   it('delivers to a parked acquire as soon as work is enqueued, then ack, renew, complete once', async () => {
     const r = await runner();
     const pending = r.acquire({ wait_ms: 8_000 });
-    await waitFor(() => server.ctx.dispatch!.registry.size === 1, { what: 'acquire parked' });
+    await waitFor(() => server.replica.dispatcher!.registry.size === 1, { what: 'acquire parked' });
     const { runId, stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'build', command: 'make build', env: { A: 'step' } }], env: { A: 'run', B: 'run' } });
     const res = await pending;
     expect(res.status).toBe(200);
@@ -195,7 +193,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     const { rows: before } = await db.current.pool.query('SELECT position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
     await r.acquire();
     await db.current.pool.query(`UPDATE scheduler_job_leases SET ack_deadline = now() - interval '1 second'`);
-    const sweep = await expireOnce(server.ctx.dispatch!);
+    const sweep = await expireOnce(server.replica.dispatcher!);
     expect(sweep.requeued).toBe(1);
     const { rows } = await db.current.pool.query('SELECT attempt, position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
     expect(rows).toEqual([{ attempt: 2, position: before[0].position }]);
@@ -208,9 +206,9 @@ describe('the lease lifecycle over the runner protocol', () => {
     const { body } = await r.acquire();
     const ref = { step_id: body.offers[0].step_id, token: body.offers[0].token };
     await r.call('ack', { leases: [ref] });
-    expect((await expireOnce(server.ctx.dispatch!)).lost).toBe(0);
+    expect((await expireOnce(server.replica.dispatcher!)).lost).toBe(0);
     await db.current.pool.query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second'`);
-    const sweep = await expireOnce(server.ctx.dispatch!);
+    const sweep = await expireOnce(server.replica.dispatcher!);
     expect(sweep.lost).toBe(1);
     expect(hooks.finished).toEqual([expect.objectContaining({ stepId: stepIds[0], attempt: 1, status: 'system_error', cause: RUNNER_LOST_CAUSE, event: 'runner_lost' })]);
     expect((await r.call('complete', { completions: [{ ...ref, exit_code: 0 }] })).body.results[0].error).toBe(FENCED);
@@ -225,7 +223,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     await db.current.pool.query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second', acked_at = now()`);
     await db.current.pool.query(`UPDATE fleet_posture SET halted = true`);
     try {
-      expect((await expireOnce(server.ctx.dispatch!)).held).toBe(true);
+      expect((await expireOnce(server.replica.dispatcher!)).held).toBe(true);
       expect((await db.current.pool.query('SELECT count(*)::int AS n FROM scheduler_job_leases')).rows[0].n).toBe(1);
     } finally {
       await db.current.pool.query(`UPDATE fleet_posture SET halted = false`);
@@ -261,7 +259,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     const { rows: before } = await db.current.pool.query('SELECT position FROM queue_ready');
     const { rows: runnerRows } = await db.current.pool.query('SELECT * FROM runners WHERE id = $1', [r.runnerId]);
     const { mapRunner } = await import('../../src/store/runners.js');
-    const deps = server.ctx.dispatch!;
+    const deps = server.replica.dispatcher!;
     // A call that is snapshotted by the tick but settles (client gone) before the answer.
     const { acquire } = deps.registry.park({ runner: mapRunner(runnerRows[0]), requestId: 'gone', slots: 1, onlyRunId: null, parkedAt: Date.now() }, 5_000);
     const realDeliver = acquire.deliver;
@@ -273,7 +271,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     };
     // The server's own dispatch loop may win the claim before this tick: either way the one
     // delivery reaches the call that went away.
-    await dispatchOnce(deps);
+    await deps.tick();
     await waitFor(() => refused === 1, { what: 'the delivery refused by the call that went away' });
     await waitFor(async () => (await db.current.pool.query('SELECT attempt, position FROM queue_ready WHERE step_id = $1', [stepIds[0]])).rows[0], { what: 'claim handed back' });
     expect((await db.current.pool.query('SELECT attempt, position FROM queue_ready')).rows).toEqual([{ attempt: 1, position: before[0].position }]);

@@ -4,11 +4,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reclaimDeadPeers } from '../../src/coordination/coordinator.js';
 import { acquire } from '../../src/dispatch/acquire.js';
-import type { DispatchDeps } from '../../src/dispatch/deps.js';
-import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
+import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { ackLeases, completeLeases, expireOnce, releaseLeases, renewLeases, type ItemResult } from '../../src/dispatch/lifecycle.js';
-import { WaiterRegistry } from '../../src/dispatch/waiters.js';
-import { FairShare } from '../../src/core/stride.js';
 import { createLogger } from '../../src/logger.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
@@ -50,7 +47,7 @@ interface Abstract {
 
 interface Real {
   pools: Pool[];
-  deps: DispatchDeps[];
+  deps: Dispatcher[];
   runners: RunnerRow[];
   model: Model;
   s: fc.Scheduler;
@@ -135,7 +132,7 @@ async function runOp(real: Real, op: Op): Promise<Result> {
       const offers = acquire(d, { runner, requestId: randomUUID(), maxOffers: 1, waitMs: 60_000, onlyRunId: null });
       await waitFor(() => d.registry.size > before, { what: 'the acquire parked', intervalMs: 1 });
       try {
-        await dispatchOnce(d);
+        await d.tick();
       } finally {
         d.registry.drainAll();
       }
@@ -354,20 +351,19 @@ describe('the lease lifecycle agrees with its model under races across two repli
       fc.asyncProperty(fc.scheduler(), commandsArb, async (s, cmds) => {
         await pools[0].query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds, audit_log`);
         await pools[0].query(`UPDATE fleet_posture SET halted = false, quiesced = false`);
-        const deps = REPLICAS.map((id, i): DispatchDeps => ({
-          pool: pools[i],
-          log,
-          replicaId: id,
-          registry: new WaiterRegistry(),
-          hooks: orchestratorHooks,
-          ownedShards: () => allShards,
-          ttlMs: 180_000,
-          acceptExceeding: true,
-          fair: new FairShare(),
-          events: new EventEmitter(),
-          kick: () => {},
-          queueChanged: () => {},
-        }));
+        const deps = REPLICAS.map(
+          (id, i) =>
+            new Dispatcher({
+              pool: pools[i],
+              log,
+              replicaId: id,
+              hooks: orchestratorHooks,
+              ownedShards: () => allShards,
+              ttlMs: 180_000,
+              acceptExceeding: true,
+              events: new EventEmitter(),
+            }),
+        );
         const real: Real = { pools, deps, runners, model: emptyModel(), s };
         await fc.asyncModelRun(() => ({ model: { m: true as const }, real }), cmds);
       }),

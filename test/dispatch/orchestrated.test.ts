@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import type { ServerHandle } from '../../src/server.js';
@@ -23,7 +23,7 @@ describe.each([{ prepared: true }, { prepared: false }])('the dispatch plane dri
   let server: ServerHandle;
   let runner: TestRunner;
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: serverFeatures(), config: { preparedStatements: prepared } });
+    server = await startTestServer(db.current.url, { plan: serverPlan(), config: { preparedStatements: prepared } });
     const { secret } = await tokenCreate(db.current.pool, { kind: 'registration', name: 't' });
     runner = await new TestRunner(server.url).register(secret);
   });

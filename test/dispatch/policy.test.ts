@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import type { ServerHandle } from '../../src/server.js';
@@ -20,7 +20,7 @@ describe('dispatch policy through the runner protocol', () => {
   let server: ServerHandle;
   let reg: string;
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: serverFeatures(), config: { pollWindowMs: 10_000 } });
+    server = await startTestServer(db.current.url, { plan: serverPlan(), config: { pollWindowMs: 10_000 } });
     reg = (await tokenCreate(db.current.pool, { kind: 'registration', name: 't' })).secret;
   });
   afterAll(async () => server?.stop());
@@ -133,7 +133,7 @@ steps:
   });
 
   it('pool holds never exceed the limit while two replicas dispatch at once', async () => {
-    const second = await startTestServer(db.current.url, { features: serverFeatures(), config: { pollWindowMs: 10_000 } });
+    const second = await startTestServer(db.current.url, { plan: serverPlan(), config: { pollWindowMs: 10_000 } });
     try {
       await poolLimitSet(db.current.pool, { name: 'shared', limit: 2 });
       const steps = Array.from({ length: 8 }, (_, i) => `  s${i}: { run: "true", pools: [shared] }`).join('\n');

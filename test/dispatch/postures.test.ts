@@ -1,14 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { coordinationFeature } from '../../src/coordination/coordinator.js';
-import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
-import { LeverInputError, parseUntil, postureExpiryPass, postureLever } from '../../src/dispatch/postures.js';
+import { LeverInputError, parseUntil, postureLever } from '../../src/dispatch/postures.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { TestRunner } from '../support/runner-client.js';
 import { seedRun } from '../support/seed.js';
+import { leaderDuties } from '../../src/features.js';
 import { startTestServer } from '../support/server.js';
 
 describe('postures: reason, actor, until, and what each one holds', () => {
@@ -18,10 +17,10 @@ describe('postures: reason, actor, until, and what each one holds', () => {
 
   beforeAll(async () => {
     server = await startTestServer(db.current.url, {
-      features: [
-        coordinationFeature({ timing: { tickMs: 200 }, leaderPasses: [postureExpiryPass] }),
-        dispatchFeature({ hooks: orchestratorHooks, ownExpiryLoop: false }),
-      ],
+      plan: {
+        coordination: { timing: { tickMs: 200 }, leaderDuties: [leaderDuties.postureExpiry] },
+        dispatch: { hooks: orchestratorHooks, ownExpiryLoop: false },
+      },
       config: { leaseTtlMs: 60_000, pollWindowMs: 10_000 },
     });
     reg = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'r' })).secret;
@@ -62,10 +61,10 @@ describe('postures: reason, actor, until, and what each one holds', () => {
 
     await pool().query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second'`);
     await postureLever(pool(), { fields: ['halted'], value: true, reason: 'incident', actor: 'bob' });
-    expect(await expireOnce(server.ctx.dispatch!)).toMatchObject({ held: true, lost: 0 });
+    expect(await expireOnce(server.replica.dispatcher!)).toMatchObject({ held: true, lost: 0 });
     // Lifting the halt leaves the system quiesce: the sweep runs, offers stay held.
     await postureLever(pool(), { fields: ['halted'], value: false, actor: 'bob' });
-    expect(await expireOnce(server.ctx.dispatch!)).toMatchObject({ held: false, lost: 1 });
+    expect(await expireOnce(server.replica.dispatcher!)).toMatchObject({ held: false, lost: 1 });
     expect((await r.acquire({ wait_ms: 600 })).status).toBe(204);
 
     const resumed = await postureLever(pool(), { fields: ['halted', 'system_quiesced'], value: false, reason: 'done', actor: 'alice' });
@@ -89,7 +88,7 @@ describe('postures: reason, actor, until, and what each one holds', () => {
     const { rows } = await pool().query(`SELECT actor, action, source, detail, at FROM audit_log WHERE target = 'fleet' ORDER BY id`);
     expect(rows.map((r) => r.action)).toEqual(['server.quiesce', 'server.quiesce.until', 'server.resume']);
     const lift = rows[2];
-    expect(lift.actor).toBe(`leader:${server.ctx.replicaId}`);
+    expect(lift.actor).toBe(`leader:${server.replica.replicaId}`);
     expect(lift.source).toBe('until');
     expect(lift.detail).toMatchObject({ posture: 'quiesced', reason: `--until ${lift.detail.until} passed`, expired: true, held_by: 'cli:carol', held_reason: 'deploy' });
     // Lifted at or after its time by the store's clock, never before.

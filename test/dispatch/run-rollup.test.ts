@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { leaseGroupCommit } from '../../src/dispatch/group-commit.js';
 import { completeLeases } from '../../src/dispatch/lifecycle.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
@@ -74,11 +73,11 @@ describe('the roll-up of the runs a completion group finishes', () => {
     await out(open, 'b', 'rnr_a', 0);
     notified.length = 0;
 
-    const before = { ...leaseGroupCommit(deps).stats };
+    const before = { ...deps.groupCommit.stats };
     statements.recording = true;
     const results = await Promise.all(Object.entries(byRunner).map(([runner, items]) => completeLeases(deps, runner, items)));
     statements.recording = false;
-    expect(leaseGroupCommit(deps).stats).toEqual({ groups: before.groups + 1, calls: before.calls + 3 });
+    expect(deps.groupCommit.stats).toEqual({ groups: before.groups + 1, calls: before.calls + 3 });
     expect(results.flat().every((r) => r.ok)).toBe(true);
 
     expect(await runState(store, one)).toEqual({ status: 'succeeded', cause: null, finished: true });

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { DispatchDeps } from '../../src/dispatch/deps.js';
-import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
+import type { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import type { Offer } from '../../src/dispatch/offers.js';
 import { postureLever } from '../../src/dispatch/postures.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
@@ -42,7 +41,7 @@ describe('what a dispatch tick reads', () => {
   let other: Pool;
   let rec: { statements: string[]; recording: boolean };
   let runners: RunnerRow[];
-  let deps: DispatchDeps;
+  let deps: Dispatcher;
 
   beforeAll(async () => {
     pool = createPool(db.current.url, { max: 4 });
@@ -74,7 +73,7 @@ describe('what a dispatch tick reads', () => {
     const a1 = park(runners[0], 2);
     const a2 = park(runners[0], 1);
     const b = park(runners[1], 2);
-    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    const { value: tick, kinds } = await recorded(() => deps.tick());
     expect(tick).toMatchObject({ waiters: 3, claimed: 5, delivered: 5, returned: 0, held: null });
     expect(overlapped(kinds)).toEqual([START, 'deliver']);
     const offers = await Promise.all([a1.offers, a2.offers, b.offers]);
@@ -88,7 +87,7 @@ describe('what a dispatch tick reads', () => {
   it('a run-scoped claim reads its run\'s pin and outstanding steps once, and a runner holding a scoped run takes nothing else', async () => {
     const scoped = await seedRun(other, { scope: 'run', maxParallelSteps: 2, steps: ['p1', 'p2', 'p3'].map((name) => ({ name })) });
     const a = park(runners[0], 4);
-    const { value: tick, kinds: all } = await recorded(() => dispatchOnce(deps));
+    const { value: tick, kinds: all } = await recorded(() => deps.tick());
     expect(tick).toMatchObject({ claimed: 3, delivered: 2, returned: 1, blocked: 1 });
     // A scoped entry needs its lock (its pin is written in the delivery's transaction): the
     // unlocked claim that found it is followed by a locked one, and the tick delivers in that.
@@ -108,13 +107,13 @@ describe('what a dispatch tick reads', () => {
     // rnr_a executes the scoped run: the parked read says so, and step-scoped work goes to rnr_b only.
     const loose = await seedRun(other, { steps: [{ name: 'loose' }] });
     const again = park(runners[0], 4);
-    const { value: second, kinds: secondKinds } = await recorded(() => dispatchOnce(deps));
+    const { value: second, kinds: secondKinds } = await recorded(() => deps.tick());
     expect(second).toMatchObject({ delivered: 0 });
     expect(secondKinds).not.toContain('scoped runs');
     // The tick after one that needed locks locks from the start; its claims needed none.
     expect(overlapped(secondKinds.filter((k) => k !== 'BEGIN')).slice(0, 1)).toEqual([['locked claim', 'posture+parked runners']]);
     const b = park(runners[1], 1);
-    expect((await dispatchOnce(deps)).delivered).toBe(1);
+    expect((await deps.tick()).delivered).toBe(1);
     expect((await b.offers).map((o) => o.run_id)).toEqual([loose.runId]);
     deps.registry.drainAll();
     expect(await again.offers).toEqual([]);
@@ -171,7 +170,7 @@ describe('what a dispatch tick reads', () => {
     deps.pool = whenFirstClaimReturns(() => {
       late = park(runners[1], 2);
     });
-    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    const { value: tick, kinds } = await recorded(() => deps.tick());
     expect(tick).toMatchObject({ waiters: 2, claimed: 3, delivered: 3 });
     // Its runner is read with the posture inside the tick, then one more claim serves it.
     expect(overlapped(kinds)).toEqual([START, 'posture+parked runners', 'claim', 'deliver']);
@@ -183,7 +182,7 @@ describe('what a dispatch tick reads', () => {
     await other.query(`INSERT INTO pool_limits (name, max_holders) VALUES ('db', 1)`);
     await seedRun(other, { steps: [{ name: 'pooled', pools: ['db'] }, { name: 'plain' }] });
     const a = park(runners[0], 2);
-    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    const { value: tick, kinds } = await recorded(() => deps.tick());
     expect(tick).toMatchObject({ claimed: 2, delivered: 2 });
     expect(overlapped(kinds).slice(0, 3)).toEqual([START, 'BEGIN', 'locked claim']);
     expect(kinds).toContain('pools');
@@ -194,13 +193,13 @@ describe('what a dispatch tick reads', () => {
     // The next tick locks from the start; it claims only entries that need no lock...
     await seedRun(other, { steps: [{ name: 'second' }] });
     const b = park(runners[1], 1);
-    const { kinds: lockedKinds } = await recorded(() => dispatchOnce(deps));
+    const { kinds: lockedKinds } = await recorded(() => deps.tick());
     expect(overlapped(lockedKinds.filter((k) => k !== 'BEGIN'))).toEqual([['locked claim', 'posture+parked runners'], 'deliver', 'COMMIT']);
     expect((await b.offers).map((o) => o.step)).toEqual(['second']);
     // ... so the one after goes without.
     await seedRun(other, { steps: [{ name: 'third' }] });
     const c = park(runners[1], 1);
-    const { kinds: unlockedKinds } = await recorded(() => dispatchOnce(deps));
+    const { kinds: unlockedKinds } = await recorded(() => deps.tick());
     expect(overlapped(unlockedKinds)).toEqual([START, 'deliver']);
     expect((await c.offers).map((o) => o.step)).toEqual(['third']);
   });
@@ -212,7 +211,7 @@ describe('what a dispatch tick reads', () => {
     deps.pool = whenFirstClaimReturns(async () => {
       await other.query(`DELETE FROM queue_ready WHERE step_id = $1`, [stepIds[0]]);
     });
-    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    const { value: tick, kinds } = await recorded(() => deps.tick());
     expect(tick).toMatchObject({ delivered: 1 });
     expect(overlapped(kinds)).toEqual([START, 'deliver', 'BEGIN', 'posture+parked runners', 'locked claim', 'deliver', 'COMMIT']);
     expect((await a.offers).map((o) => o.step)).toEqual(['t2']);
@@ -232,7 +231,7 @@ describe('what a dispatch tick reads', () => {
     for (let round = 0; round < 4; round++) {
       // Five one-slot calls on each, every runner a fresh one: 10 offers a round, 40 entries in all.
       const calls = [deps, twin].flatMap((d, k) => Array.from({ length: 5 }, (_, i) => d.registry.park({ runner: wide[(k + i) % 2], requestId: `race-${round}-${k}-${i}`, slots: 1, onlyRunId: null, parkedAt: Date.now() }, 30_000)));
-      const ticks = await Promise.all([dispatchOnce(deps), dispatchOnce(twin)]);
+      const ticks = await Promise.all([deps.tick(), twin.tick()]);
       expect(ticks[0].delivered + ticks[1].delivered).toBe(10);
       for (const c of calls) {
         const offers = await c.offers;
@@ -251,12 +250,12 @@ describe('what a dispatch tick reads', () => {
     await postureLever(other, { fields: ['quiesced'], value: true, actor: 'test' });
     const early = park(runners[0], 1);
     // The first tick's claim went out beside the posture read: it read, and left, what it found.
-    const { value: tick, kinds } = await recorded(() => dispatchOnce(deps));
+    const { value: tick, kinds } = await recorded(() => deps.tick());
     expect(tick).toMatchObject({ held: 'quiesced', claimed: 0, delivered: 0 });
     expect(overlapped(kinds)).toEqual([START]);
     expect((await other.query(`SELECT count(*)::int AS n FROM queue_ready`)).rows[0].n).toBe(2);
     // Having seen the fleet held, the next tick reads the posture alone: a held fleet costs that.
-    const { value: again, kinds: againKinds } = await recorded(() => dispatchOnce(deps));
+    const { value: again, kinds: againKinds } = await recorded(() => deps.tick());
     expect(again).toMatchObject({ held: 'quiesced', claimed: 0, delivered: 0 });
     expect(againKinds).toEqual(['posture+parked runners']);
     await postureLever(other, { fields: ['quiesced'], value: false, actor: 'test' });
@@ -269,7 +268,7 @@ describe('what a dispatch tick reads', () => {
       late = park(runners[1], 1);
     });
     try {
-      expect(await dispatchOnce(deps)).toMatchObject({ waiters: 2, claimed: 1, delivered: 1 });
+      expect(await deps.tick()).toMatchObject({ waiters: 2, claimed: 1, delivered: 1 });
     } finally {
       await other.query(`UPDATE fleet_posture SET halted = false`);
     }

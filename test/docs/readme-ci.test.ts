@@ -3,7 +3,6 @@ import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
 import type { ServerHandle } from '../../src/server.js';
 import { BIN, ROOT } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
@@ -24,7 +23,7 @@ describe('the README CI example', () => {
   const dir = mkdtempSync(join(tmpdir(), 'opschain-ci-'));
   let server: ServerHandle;
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: [opsApi()] });
+    server = await startTestServer(db.current.url, { plan: { ops: true } });
   });
   afterAll(async () => {
     await server?.stop();

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registeredRoutes, type RouteRecord } from '../../src/api/http.js';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { PgLogWatch } from '../support/pg-log.js';
@@ -36,9 +36,9 @@ describe('fuzz: every HTTP route', { timeout: 180_000 }, () => {
 
   beforeAll(async () => {
     pgLog.mark();
-    server = await startTestServer(db.current.url, { features: serverFeatures(), config: { pollWindowMs: 200 } });
+    server = await startTestServer(db.current.url, { plan: serverPlan(), config: { pollWindowMs: 200 } });
     // The routes stay; the loops stop, so every row that changes was changed by a request.
-    await Promise.all(server.ctx.loops.map((l) => l.stop()));
+    await server.halt();
     secrets.admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'fuzz-admin' })).secret;
     secrets.read = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'fuzz-read', scope: 'read' })).secret;
     secrets.registration = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'fuzz-reg' })).secret;
@@ -66,7 +66,7 @@ describe('fuzz: every HTTP route', { timeout: 180_000 }, () => {
   const failures: string[] = [];
 
   it('answers hostile input with a refusal, never a 5xx, and a refusal writes nothing', async () => {
-    const routes = registeredRoutes(server.ctx.app).filter((r) => r.method !== 'HEAD' && r.method !== 'OPTIONS');
+    const routes = registeredRoutes(server.app).filter((r) => r.method !== 'HEAD' && r.method !== 'OPTIONS');
     expect(routes.length).toBeGreaterThan(20);
     let before = await counts();
     for (const [i, route] of routes.entries()) {
@@ -99,7 +99,7 @@ describe('fuzz: every HTTP route', { timeout: 180_000 }, () => {
           const secret = secrets[c.credential];
           if (secret) headers.authorization = `Bearer ${secret}`;
           if (withBody) headers['content-type'] = c.contentType;
-          const res = await server.ctx.app.inject({ method: route.method as 'GET', url, headers, ...(withBody ? { payload: mutate(c.body, c.mutation) } : {}) });
+          const res = await server.app.inject({ method: route.method as 'GET', url, headers, ...(withBody ? { payload: mutate(c.body, c.mutation) } : {}) });
           const what = `${route.method} ${route.url} as ${c.credential}: ${res.statusCode} ${res.body.slice(0, 300)}`;
           if (!REFUSALS.has(res.statusCode) && !SUCCESSES.has(res.statusCode)) throw new Error(what);
           const after = await counts();
@@ -130,7 +130,7 @@ describe('fuzz: every HTTP route', { timeout: 180_000 }, () => {
   });
 
   it('covers every registered route', () => {
-    const routes: RouteRecord[] = registeredRoutes(server.ctx.app);
+    const routes: RouteRecord[] = registeredRoutes(server.app);
     expect(routes.map((r) => `${r.method} ${r.url}`)).toEqual(expect.arrayContaining(['POST /api/runner/register', 'POST /api/runner/logs', 'GET /healthz']));
   });
 });

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { runCli, type CliResult } from '../support/cli.js';
@@ -53,7 +53,7 @@ describe('fuzz: stored text reaches the terminal shown, never obeyed', { timeout
   };
 
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: serverFeatures(), config: { pollWindowMs: 2_000 } });
+    server = await startTestServer(db.current.url, { plan: serverPlan(), config: { pollWindowMs: 2_000 } });
     // Identifiers are refused with controls at input now; rows written before that (or straight
     // into the store) must still print safely, so these go in beneath the verbs.
     admin = (await tokenCreate(db.current.pool, { kind: 'admin', name: evil('token') })).secret;

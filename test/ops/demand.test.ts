@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { metricsApi } from '../../src/api/metrics.js';
 import { DEMAND_REASONS, demandOf } from '../../src/core/capacity.js';
 import { fleetDemand } from '../../src/ops/capacity.js';
 import type { OpsContext } from '../../src/ops/context.js';
@@ -52,7 +51,7 @@ describe('fleet demand: per group, what waits for capacity and what waits for so
     };
     // The capacity-bound build steps have waited two minutes.
     await pool.query(`UPDATE queue_ready SET ready_at = now() - interval '120 seconds' WHERE run_id = $1`, [seeded.capacity.runId]);
-    server = await startTestServer(db.current.url, { features: [metricsApi({ defaultMetrics: false })] });
+    server = await startTestServer(db.current.url, { plan: { metrics: { defaultMetrics: false } } });
   });
   afterAll(async () => {
     await server?.stop();

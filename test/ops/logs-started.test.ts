@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
 import { readRunLogs } from '../../src/ops/follow.js';
 import { httpOps } from '../../src/ops/http-transport.js';
 import type { Ops, OpsOutput } from '../../src/ops/index.js';
@@ -45,7 +44,7 @@ describe('the started line of every attempt, derived when logs are read', () => 
   let store: Ops;
 
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: [opsApi()] });
+    server = await startTestServer(db.current.url, { plan: { ops: true } });
     const { secret } = await tokenCreate(db.current.pool, { kind: 'admin', name: 'reader', scope: 'read' });
     http = httpOps({ server: server.url, token: secret });
     store = storeOps({ pool: db.current.pool, actor: 'test', source: 'test' });

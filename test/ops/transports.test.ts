@@ -2,7 +2,6 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
 import type { ServerHandle } from '../../src/server.js';
 import { stepLogAppend } from '../../src/store/logs.js';
 import type { Pool } from '../../src/store/pool.js';
@@ -50,11 +49,11 @@ describe('every verb, through the store and through the HTTP API, answers the sa
   const replicaIds: Record<Side, string> = { store: '', http: '' };
 
   beforeAll(async () => {
-    server = await startTestServer(b.current.url, { features: [opsApi()] });
+    server = await startTestServer(b.current.url, { plan: { ops: true } });
     // A replica row in the other store too, so `admin status` has the same shape on both sides.
     local = await startTestServer(a.current.url);
-    replicaIds.http = server.ctx.replicaId;
-    replicaIds.store = local.ctx.replicaId;
+    replicaIds.http = server.replica.replicaId;
+    replicaIds.store = local.replica.replicaId;
     const made = await tokenCreate(b.current.pool, { kind: 'admin', name: 'harness', scope: 'admin' });
     token = made.secret;
     tokenIds.http = made.token.id;

@@ -1,7 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { DispatchDeps } from '../../src/dispatch/deps.js';
-import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
+import type { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { postureLever } from '../../src/dispatch/postures.js';
 import { fleetWhatIf, type WhatIfInput } from '../../src/ops/capacity.js';
 import type { OpsContext } from '../../src/ops/context.js';
@@ -55,7 +54,7 @@ const state = fc
 describe('fleet what-if', () => {
   const db = useTestDatabase();
   let pool: Pool;
-  let deps: DispatchDeps;
+  let deps: Dispatcher;
   let ctx: OpsContext;
 
   beforeAll(() => {
@@ -140,7 +139,7 @@ describe('fleet what-if', () => {
     const calls = rows
       .filter((r) => r.free > 0)
       .map((r) => ({ id: r.id as string, call: deps.registry.park({ runner: mapRunner(r), requestId: `${r.id}-call`, slots: r.free, onlyRunId: null, parkedAt: Date.now() }, 30_000) }));
-    await dispatchOnce(deps);
+    await deps.tick();
     deps.registry.drainAll();
     const started: Array<[number, string]> = [];
     for (const c of calls) for (const o of await c.call.offers) started.push([Number(o.step_id), c.id]);

@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { serverFeatures } from '../../src/features.js';
+import { serverPlan } from '../../src/features.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
 import type { ServerHandle } from '../../src/server.js';
@@ -27,7 +27,7 @@ export class Fleet {
   constructor(private readonly pool: Pool, private readonly databaseUrl: string) {}
 
   async startServer(opts: { leaseTtlMs?: number; pollWindowMs?: number; databaseUrl?: string } = {}): Promise<ServerHandle> {
-    const server = await startTestServer(opts.databaseUrl ?? this.databaseUrl, { features: serverFeatures(), config: { leaseTtlMs: opts.leaseTtlMs ?? 6_000, pollWindowMs: opts.pollWindowMs ?? 2_000 } });
+    const server = await startTestServer(opts.databaseUrl ?? this.databaseUrl, { plan: serverPlan(), config: { leaseTtlMs: opts.leaseTtlMs ?? 6_000, pollWindowMs: opts.pollWindowMs ?? 2_000 } });
     this.servers.push(server);
     if (!this.registrationToken) this.registrationToken = (await tokenCreate(this.pool, { kind: 'registration', name: 'e2e' })).secret;
     return server;

@@ -1,7 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { FairShare } from '../../src/core/stride.js';
-import type { DispatchDeps } from '../../src/dispatch/deps.js';
-import { WaiterRegistry } from '../../src/dispatch/waiters.js';
+import type { DispatcherOptions } from '../../src/dispatch/deps.js';
+import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { createLogger } from '../../src/logger.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { leaseReturn } from '../../src/store/leases.js';
@@ -100,23 +99,19 @@ export async function registerRunner(pool: Pool, id: string, name: string): Prom
 }
 
 /**
- * A replica's dispatch deps with no server around them (every shard owned, a silent log, kicks
- * ignored): for ticks driven by hand and for the lease lifecycle calls.
+ * A replica's dispatcher with no server around it (every shard owned, a silent log, no loop to
+ * kick): for ticks driven by hand and for the lease lifecycle calls.
  */
-export function testDispatchDeps(pool: Pool, overrides: Partial<DispatchDeps> = {}): DispatchDeps {
-  return {
+export function testDispatchDeps(pool: Pool, overrides: Partial<DispatcherOptions> = {}): Dispatcher {
+  return new Dispatcher({
     pool,
     log: createLogger('silent', { pretty: false }),
     replicaId: 'test-replica',
-    registry: new WaiterRegistry(),
     hooks: orchestratorHooks,
     ownedShards: () => Array.from({ length: 64 }, (_, i) => i),
     ttlMs: 60_000,
     acceptExceeding: false,
-    fair: new FairShare(),
     events: new EventEmitter(),
-    kick: () => {},
-    queueChanged: () => {},
     ...overrides,
-  };
+  });
 }

@@ -1,10 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { coordinationFeature } from '../../src/coordination/coordinator.js';
 import { nextCoordinationEvent } from '../../src/coordination/events.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
-import type { ServerHandle } from '../../src/server.js';
-import { launchFeature } from '../../src/triggers/feature.js';
+import type { ReplicaPlan, ServerHandle } from '../../src/server.js';
 import type { LaunchReport } from '../../src/triggers/launch.js';
 import { launchReconcile, oneShotAdd, templatePut, triggerShow } from '../../src/triggers/manage.js';
 import { truncateLive, useTestDatabase, waitFor } from '../support/db.js';
@@ -22,21 +20,21 @@ describe('the launch loop in a replica', () => {
   });
 
   it('only the leader runs it; a one-shot written through a non-leader replica fires within the probe interval', async () => {
-    const features = () => [coordinationFeature({ timing: { tickMs: 200 }, hooks: orchestratorHooks }), launchFeature()];
-    const a = await startTestServer(db.current.url, { features: features() });
+    const plan = (): ReplicaPlan => ({ coordination: { timing: { tickMs: 200 }, hooks: orchestratorHooks }, launch: {} });
+    const a = await startTestServer(db.current.url, { plan: plan() });
     servers.push(a);
-    await waitFor(() => a.ctx.ownership.isLeader(), { what: 'a leads' });
-    const b = await startTestServer(db.current.url, { features: features() });
+    await waitFor(() => a.replica.ownership.isLeader(), { what: 'a leads' });
+    const b = await startTestServer(db.current.url, { plan: plan() });
     servers.push(b);
     const sleeps: number[] = [];
     const passesOnB: LaunchReport[] = [];
-    a.ctx.events.on('launch:pass', (r: LaunchReport) => sleeps.push(r.sleepMs));
-    b.ctx.events.on('launch:pass', (r: LaunchReport) => passesOnB.push(r));
-    await nextCoordinationEvent(b.ctx.events, 'coordination:tick', (t) => !t.leader);
+    a.replica.events.on('launch:pass', (r: LaunchReport) => sleeps.push(r.sleepMs));
+    b.replica.events.on('launch:pass', (r: LaunchReport) => passesOnB.push(r));
+    await nextCoordinationEvent(b.replica.events, 'coordination:tick', (t) => !t.leader);
 
-    await templatePut(b.ctx.pool, { text: TEMPLATE('t'), actor: 'test' });
-    const shot = await oneShotAdd(b.ctx.pool, { template: 't', at: 'now', actor: 'test' });
-    const fired = await waitFor(async () => (await triggerShow(b.ctx.pool, { id: shot.id })).ticks.find((t) => t.outcome === 'fired'), { timeoutMs: 15_000, what: 'the one-shot fired' });
+    await templatePut(b.replica.pool, { text: TEMPLATE('t'), actor: 'test' });
+    const shot = await oneShotAdd(b.replica.pool, { template: 't', at: 'now', actor: 'test' });
+    const fired = await waitFor(async () => (await triggerShow(b.replica.pool, { id: shot.id })).ticks.find((t) => t.outcome === 'fired'), { timeoutMs: 15_000, what: 'the one-shot fired' });
     const { rows } = await db.current.pool.query(`SELECT extract(epoch FROM (t.fired_at - o.created_at)) * 1000 AS ms FROM trigger_ticks t JOIN one_shots o ON o.id = t.trigger_id WHERE t.id = $1`, [fired!.id]);
     // The loop never sleeps longer than the 2 s probe interval, and the NOTIFY usually wakes it at once;
     // the wall-clock bound is generous for a loaded machine.
@@ -46,9 +44,9 @@ describe('the launch loop in a replica', () => {
   });
 
   it('a finishing run of a capped template re-drives its held launch at once; reconcile releases held rows', async () => {
-    const server = await startTestServer(db.current.url, { features: [launchFeature()] });
+    const server = await startTestServer(db.current.url, { plan: { launch: {} } });
     servers.push(server);
-    const pool = server.ctx.pool;
+    const pool = server.replica.pool;
     await templatePut(pool, { text: TEMPLATE('capped'), maxConcurrentRuns: 1, actor: 'test' });
     const first = await oneShotAdd(pool, { template: 'capped', at: 'now', actor: 'test' });
     const second = await oneShotAdd(pool, { template: 'capped', at: 'now', actor: 'test' });
@@ -64,7 +62,7 @@ describe('the launch loop in a replica', () => {
     // A third waits behind the second; reconcile releases it and it is checked again at once (still capped).
     const third = await oneShotAdd(pool, { template: 'capped', at: 'now', actor: 'test' });
     await waitFor(async () => (await runOf(third.id))?.deferredReason, { what: 'third deferred' });
-    const rechecked = new Promise<LaunchReport>((resolve) => server.ctx.events.on('launch:pass', (r: LaunchReport) => r.deferred.length > 0 && resolve(r)));
+    const rechecked = new Promise<LaunchReport>((resolve) => server.replica.events.on('launch:pass', (r: LaunchReport) => r.deferred.length > 0 && resolve(r)));
     await launchReconcile(pool, { actor: 'test' });
     expect((await rechecked).deferred.map((d) => d.reason)).toEqual(['max_concurrent_runs 1 reached (1 running)']);
   });

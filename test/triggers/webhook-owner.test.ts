@@ -2,8 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { opsApi } from '../../src/api/ops-routes.js';
-import { webhookApi } from '../../src/api/webhooks.js';
 import { webhookSignature } from '../../src/core/triggers.js';
 import { createLogger } from '../../src/logger.js';
 import type { ServerHandle } from '../../src/server.js';
@@ -25,7 +23,7 @@ describe('a webhook answers only while the token that created it is live', () =>
   let server: ServerHandle;
   let admin: { id: string; secret: string };
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: [webhookApi(), opsApi()] });
+    server = await startTestServer(db.current.url, { plan: { webhooks: true, ops: true } });
     await templatePut(db.current.pool, { text: TEMPLATE, actor: 'test' });
     const made = await tokenCreate(db.current.pool, { kind: 'admin', name: 'root', scope: 'admin' });
     admin = { id: made.token.id, secret: made.secret };

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { webhookApi } from '../../src/api/webhooks.js';
 import { webhookSignature } from '../../src/core/triggers.js';
 import { createLogger } from '../../src/logger.js';
 import type { ServerHandle } from '../../src/server.js';
@@ -18,7 +17,7 @@ describe('signed webhooks', () => {
   let server: ServerHandle;
   let hook: WebhookCreated;
   beforeAll(async () => {
-    server = await startTestServer(db.current.url, { features: [webhookApi()] });
+    server = await startTestServer(db.current.url, { plan: { webhooks: true } });
     await templatePut(db.current.pool, { text: TEMPLATE, actor: 'test' });
   });
   afterAll(async () => server?.stop());
