@@ -44,7 +44,7 @@ export function webhookApi(): Feature {
           return Array.isArray(v) ? v[0] : v;
         };
         const signature = header(WEBHOOK_HEADERS.signature);
-        const verdict = webhookVerify({ secret: hook.secret, timestamp: header(WEBHOOK_HEADERS.timestamp), signature, body, nowMs: ctx.clock.now() });
+        const verdict = webhookVerify({ secret: hook.secret, timestamp: header(WEBHOOK_HEADERS.timestamp), signature, body, nowMs: hook.at.getTime() });
         if (!verdict.ok) return refuse(reply, 401, 'unauthorized', verdict.reason);
         // The secret was minted by a token: it is worth no more than that token is now.
         if (hook.owner && hook.owner.state !== 'live') {

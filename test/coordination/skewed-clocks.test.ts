@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { webhookSignature } from '../../src/core/triggers.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { CliProcess, runCli } from '../support/cli.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
@@ -205,5 +206,32 @@ describe.skipIf(!LIBFAKETIME)('replicas ±90 s and runners +5 min off true time'
     // The leader is 90 s ahead or behind: by its own clock the young row would be 30 s past (or 150 s short).
     await new Promise((res) => setTimeout(res, TICK_MS + 1_000));
     expect(await ids()).toEqual(['dead-young']);
+  }, 60_000);
+
+  it("a webhook's 5-minute window is the store's: the same calls are accepted by the fast and the slow replica", async () => {
+    const env = { OPSCHAIN_DATABASE_URL: db.current.url };
+    const put = await runCli(['templates', 'put', '-', '--name', 'hooked'], env, { input: JSON.stringify({ name: 'hooked', steps: { s: { run: 'true' } } }) });
+    expect(put.code, put.stderr).toBe(0);
+    const add = await runCli(['triggers', 'webhook', 'add', 'hooked', '--json'], env);
+    expect(add.code, add.stderr).toBe(0);
+    const hook = JSON.parse(add.stdout) as { path: string; secret: string };
+    const call = async (replica: { url: string }, ageSeconds: number, delivery: string) => {
+      const ts = String(Math.floor((await dbNow()) / 1000) - ageSeconds);
+      const body = JSON.stringify({ delivery });
+      const res = await fetch(`${replica.url}${hook.path}`, {
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json', 'x-opschain-timestamp': ts, 'x-opschain-signature': webhookSignature(hook.secret, ts, Buffer.from(body)), 'x-opschain-delivery': delivery },
+      });
+      return res.status;
+    };
+    const fast = replicas.find((r) => r.offset === '+90s')!;
+    const slow = replicas.find((r) => r.offset === '-90s')!;
+    // 240 s old by the store: inside the window, though 330 s old by the fast replica's clock.
+    expect(await call(fast, 240, 'young-at-fast')).toBe(202);
+    expect(await call(slow, 240, 'young-at-slow')).toBe(202);
+    // 330 s old by the store: outside it, though 240 s old by the slow replica's clock.
+    expect(await call(slow, 330, 'old-at-slow')).toBe(401);
+    expect(await call(fast, 330, 'old-at-fast')).toBe(401);
   }, 60_000);
 });
