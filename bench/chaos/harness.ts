@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { findLibfaketime, skewedEnv } from '../faketime.js';
 import { shardOf } from '../../src/core/fnv.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runRetry } from '../../src/orchestrator/retry.js';
@@ -123,6 +124,8 @@ export interface ClusterOptions {
   leaseTtlMs: number;
   pollWindowMs: number;
   maxParallelSteps?: number;
+  /** libfaketime's preload library for the clock-skew faults; without it they are skipped and said so. */
+  libfaketime?: string;
   log: (m: string) => void;
 }
 
@@ -315,9 +318,9 @@ export class ChaosCluster {
 
   /** Restarts a replica under libfaketime with its clock offset; skipped with a message when libfaketime is not installed. */
   async skewReplica(i: number, seconds: number, holdMs: number): Promise<void> {
-    const lib = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1', '/usr/local/lib/faketime/libfaketime.so.1'].find((p) => existsSync(p));
+    const lib = this.opts.libfaketime ?? findLibfaketime();
     if (!lib) {
-      const msg = 'clock skew skipped: libfaketime is not installed (apt-get install faketime)';
+      const msg = 'clock skew skipped: libfaketime is not installed (apt-get install -y libfaketime)';
       if (!this.counters.skipped.includes(msg)) this.counters.skipped.push(msg);
       this.opts.log(msg);
       return;
@@ -325,7 +328,7 @@ export class ChaosCluster {
     this.count('clock-skew');
     const r = this.replicas[i];
     await r.proc?.stop();
-    await this.startReplica(i, { LD_PRELOAD: lib, FAKETIME: `${seconds >= 0 ? '+' : ''}${seconds}s`, FAKETIME_DONT_FAKE_MONOTONIC: '1' });
+    await this.startReplica(i, skewedEnv(lib, seconds));
     await sleep(holdMs);
     await r.proc?.stop();
     await this.startReplica(i);

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseDuration } from '../../src/core/duration.js';
+import { ensureLibfaketime } from '../faketime.js';
 import { startBenchPostgres, withDatabase } from '../pg.js';
 import { onCleanup, runCleanups } from '../procs.js';
 import { formatReport } from './checker.js';
@@ -126,7 +127,9 @@ async function main(): Promise<number> {
     await pg.admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => {});
   });
 
-  const cluster = new ChaosCluster({ databaseUrl: withDatabase(pg.adminUrl, dbName), dir, replicas: args.replicas, runners: args.runners, leaseTtlMs: LEASE_TTL_MS, pollWindowMs: 10_000, log });
+  const faketime = ensureLibfaketime(log);
+  if ('reason' in faketime) log(`clock-skew faults will be skipped: ${faketime.reason}`);
+  const cluster = new ChaosCluster({ databaseUrl: withDatabase(pg.adminUrl, dbName), dir, replicas: args.replicas, runners: args.runners, leaseTtlMs: LEASE_TTL_MS, pollWindowMs: 10_000, libfaketime: faketime.lib, log });
   onCleanup(() => cluster.stop());
   log(`starting ${args.replicas} replicas and ${args.runners} runners (lease TTL ${LEASE_TTL_MS / 1000}s, staleness ${STALENESS_MS / 1000}s)`);
   await cluster.start();

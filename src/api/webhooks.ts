@@ -21,7 +21,7 @@ function refuse(reply: FastifyReply, status: number, code: string, message: stri
  * live (401 once it is revoked or expired). A valid call records the delivery and answers 202
  * with its id at once; the leader's launch loop fires it. A refused call records nothing.
  */
-export function registerWebhookRoutes(app: FastifyInstance, ctx: Pick<ReplicaEnv, 'pool' | 'log' | 'clock'>): void {
+export function registerWebhookRoutes(app: FastifyInstance, ctx: Pick<ReplicaEnv, 'pool' | 'log'>): void {
   void app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: WEBHOOK_MAX_BYTES }, (_req, body, done) => done(null, body));
@@ -43,7 +43,7 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: Pick<ReplicaEnv
         return Array.isArray(v) ? v[0] : v;
       };
       const signature = header(WEBHOOK_HEADERS.signature);
-      const verdict = webhookVerify({ secret: hook.secret, timestamp: header(WEBHOOK_HEADERS.timestamp), signature, body, nowMs: ctx.clock.now() });
+      const verdict = webhookVerify({ secret: hook.secret, timestamp: header(WEBHOOK_HEADERS.timestamp), signature, body, nowMs: hook.at.getTime() });
       if (!verdict.ok) return refuse(reply, 401, 'unauthorized', verdict.reason);
       // The secret was minted by a token: it is worth no more than that token is now.
       if (hook.owner && hook.owner.state !== 'live') {

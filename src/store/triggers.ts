@@ -240,15 +240,19 @@ export async function triggerDelete(client: PoolClient, p: { id: number; kind: T
 
 export interface WebhookRow { id: number; template: string; secret: string; enabled: boolean; sets: string[]; maps: PayloadMap[]; owner: WebhookOwner | null }
 
-/** The webhook a signed call names, with its secret (for verification only; never returned to a client) and its owner's state. */
-export async function webhookForVerify(db: Db, id: number): Promise<WebhookRow | undefined> {
+/**
+ * The webhook a signed call names, with its secret (for verification only; never returned to a
+ * client) and its owner's state; `at` is the store's now(), the clock its timestamp window is
+ * judged by, so every replica accepts the same calls whatever its own clock says.
+ */
+export async function webhookForVerify(db: Db, id: number): Promise<(WebhookRow & { at: Date }) | undefined> {
   const { rows } = await db.query(
-    `SELECT w.id, w.template, w.secret, w.enabled, w.sets, w.maps, w.owner_token_id, o.name AS owner_name, ${OWNER_STATE} AS owner_state
+    `SELECT w.id, w.template, w.secret, w.enabled, w.sets, w.maps, w.owner_token_id, o.name AS owner_name, ${OWNER_STATE} AS owner_state, now() AS at
        FROM webhooks w LEFT JOIN tokens o ON o.id = w.owner_token_id WHERE w.id = $1`,
     [id],
   );
   const r = rows[0];
-  return r ? { id: Number(r.id), template: r.template, secret: r.secret, enabled: r.enabled, sets: r.sets, maps: r.maps, owner: ownerOf(r) } : undefined;
+  return r ? { id: Number(r.id), template: r.template, secret: r.secret, enabled: r.enabled, sets: r.sets, maps: r.maps, owner: ownerOf(r), at: r.at } : undefined;
 }
 
 /** Records a verified delivery; undefined when its delivery id or signature was seen before (a replay). */
