@@ -44,6 +44,9 @@ export async function dispatchOnce(deps: DispatchDeps): Promise<TickResult> {
   const calls = deps.registry.snapshot();
   try {
     return await tick(deps, calls);
+  } catch (err) {
+    deps.registry.failUnanswered(calls, err);
+    throw err;
   } finally {
     // Calls that joined the tick while it ran were appended to the same list.
     deps.registry.unreserve(calls);
@@ -387,7 +390,7 @@ async function planAndDeliver(deps: DispatchDeps, state: TickState, { client, ca
   for (const d of deliveries) callOf.set(d.entry.stepId, waiters.callOf.get(d.waiter)!);
   const items = deliveries.map((d) => {
     const call = callOf.get(d.entry.stepId)!;
-    return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId, acked: call.ackOnDelivery ?? false };
+    return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId };
   });
   const along = deps.hooks.stepsStartedWithDelivery;
   const offers = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items, along });
