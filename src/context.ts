@@ -38,8 +38,10 @@ export interface ServerContext {
   loops: LoopHandle[];
   /** Replaced by the coordination feature; dispatch reads it every tick. */
   ownership: ShardOwnership;
-  /** The URL of the store this replica uses (for dedicated connections such as LISTEN). */
+  /** The URL of the store this replica uses. */
   databaseUrl: string;
+  /** Where LISTEN connections go (a direct session); null: none (a transaction pooler, no listen URL), the loops poll. */
+  listenUrl: string | null;
   /** Set by the dispatch feature: what the lease lifecycle and the runner routes share. */
   dispatch?: DispatchDeps;
   /** Run at shutdown, in reverse order of registration, before the pool closes. */

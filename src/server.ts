@@ -11,6 +11,7 @@ import type { Logger } from './logger.js';
 import { startEmbeddedStore, type EmbeddedStore } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
 import { createPool, type Pool } from './store/pool.js';
+import { storeTopology } from './store/topology.js';
 import { replicaRegister, replicaSetAddress, replicaStop } from './store/replicas.js';
 import { tokenCreate } from './store/tokens.js';
 import { VERSION } from './version.js';
@@ -54,10 +55,16 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     databaseUrl = embedded.url;
     log.info({ port: embedded.port, dataDir: embedded.dataDir }, 'embedded PostgreSQL is up');
   }
+  // A standby is waited for, and the pooling in front of the store decides LISTEN and prepared statements.
+  const topology = await storeTopology({ databaseUrl, listenDatabaseUrl: config.listenDatabaseUrl, preparedStatements: config.preparedStatements, log, clock }).catch(async (err) => {
+    if (embedded) await embedded.stop().catch(() => {});
+    unlockHome();
+    throw err;
+  });
   const pool = createPool(databaseUrl, {
     max: 20,
     applicationName: 'opschain-server',
-    preparedStatements: config.preparedStatements,
+    preparedStatements: topology.preparedStatements,
     onError: (err) => log.warn({ err: err.message }, 'store connection error'),
   });
   try {
@@ -69,7 +76,7 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     const readiness = new Readiness();
     readiness.add(storeCheck(pool));
     const app = createHttpServer({ log, readiness, version: VERSION, replicaId, pollWindowMs: config.pollWindowMs, isAdmin: async (req) => (await adminTokenOf(pool, req)) !== undefined });
-    const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], ownership: soleOwnership(), databaseUrl, onStop: [] };
+    const ctx: ServerContext = { config, pool, log, clock, replicaId, readiness, app, events: new EventEmitter(), loops: [], ownership: soleOwnership(), databaseUrl, listenUrl: topology.listenUrl, onStop: [] };
     ctx.events.setMaxListeners(0);
     for (const feature of opts.features ?? []) await feature(ctx);
 

@@ -277,7 +277,7 @@ export function coordinationFeature(opts: CoordinationFeatureOptions = {}): Feat
     });
     ctx.loops.push(loop);
     // Leases released, wanted, or a replica quiesced anywhere: tick now.
-    const listener = listenChannel(ctx.databaseUrl, COORDINATION_CHANNEL, (from) => {
+    const listener = listenChannel(ctx.listenUrl, COORDINATION_CHANNEL, (from) => {
         if (from !== ctx.replicaId) loop.kick();
       }, (err) => deps.log.debug({ err: err.message }, 'coordination listener reconnecting'));
     // Hand over at the very start of a clean shutdown, before HTTP drains its in-flight requests:

@@ -98,8 +98,7 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
   ctx.events.on('membership:changed', (p: { member: boolean }) => {
     if (!p.member) registry.drainAll();
   });
-  const dbUrl = ctx.databaseUrl;
-  const listener = listenChannel(dbUrl, QUEUE_CHANNEL, queueChanged, (err) => {
+  const listener = listenChannel(ctx.listenUrl, QUEUE_CHANNEL, queueChanged, (err) => {
     // Notifications sent while it reconnects are lost: claim again rather than trust the last sighting.
     seen.changed();
     deps.log.debug({ err: err.message }, 'queue listener reconnecting');

@@ -43,7 +43,7 @@ export class Revocations {
 /** The replica's revocation feed: LISTEN on the channel, woken watches, stopped with the replica. */
 export function revocationFeed(ctx: ServerContext): Revocations {
   const revocations = new Revocations();
-  const listener = listenChannel(ctx.databaseUrl, LEASES_REVOKED_CHANNEL, (runnerId) => revocations.notify(runnerId || undefined), (err) => {
+  const listener = listenChannel(ctx.listenUrl, LEASES_REVOKED_CHANNEL, (runnerId) => revocations.notify(runnerId || undefined), (err) => {
     ctx.log.debug({ err: err.message }, 'lease revocation listener reconnecting');
   });
   ctx.app.addHook('preClose', async () => revocations.drainAll());

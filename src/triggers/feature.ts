@@ -50,7 +50,7 @@ export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
       const loop = startLoop({ name: 'launch', clock: ctx.clock, log, once: async () => (await launchOnce(deps)).sleepMs, errorDelayMs: 1_000 });
       const housekeeping = startHousekeeping(ctx.clock, { pool: ctx.pool, log, retentionMs: opts.retentionMs ?? 30 * 86_400_000 }, timing.discoveryIntervalMs, deps.isLeader);
       const listener = listenChannel(
-        ctx.databaseUrl,
+        ctx.listenUrl,
         TRIGGERS_CHANNEL,
         (payload) => {
           if (payload?.startsWith('run:')) holds.releaseTemplate(payload.slice(4));
