@@ -38,8 +38,8 @@ describe.skipIf('missing' in bin)('the server and the CLI through PgBouncer in t
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const bouncer = async (mode: 'transaction' | 'session') => {
-    const b = new PgBouncer((bin as { path: string }).path, db.current.url, mode);
+  const bouncer = async (mode: 'transaction' | 'session', opts: { ignoreStartupParameters?: boolean } = {}) => {
+    const b = new PgBouncer((bin as { path: string }).path, db.current.url, mode, opts);
     bouncers.push(b);
     await b.start();
     return b;
@@ -121,5 +121,11 @@ describe.skipIf('missing' in bin)('the server and the CLI through PgBouncer in t
     const sessioned = await server('session', ['--database-url', session.url, '--listen-database-url', db.current.url]);
     expect(sessioned.proc.output).toMatch(/PgBouncer in session mode, or PostgreSQL itself/);
     expect(sessioned.proc.output).not.toMatch(/named prepared statements off/);
+    // A PgBouncer without ignore_startup_parameters refuses the pool's timeouts: the start says what to add.
+    const strict = await bouncer('transaction', { ignoreStartupParameters: false });
+    const home = join(dir, 'strict');
+    const refused = await runCli(['server', 'start', '--port', '0', '--home', home, '--database-url', strict.url, '--listen-database-url', db.current.url], { OPSCHAIN_HOME: home, OPSCHAIN_DATABASE_URL: '', DATABASE_URL: '' }, { timeoutMs: 60_000 });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stdout + refused.stderr).toMatch(/refuses the startup parameter statement_timeout: add "ignore_startup_parameters = statement_timeout, lock_timeout, idle_in_transaction_session_timeout"/);
   });
 });

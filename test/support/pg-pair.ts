@@ -216,7 +216,7 @@ export class PgPair {
     }
     mkdirSync(standbyDir, { mode: 0o700 });
     this.own(standbyDir);
-    await run(join(this.bin, 'pg_basebackup'), ['-h', '127.0.0.1', '-p', String(this.primary.port), '-U', 'postgres', '-D', standbyDir, '-R', '-X', 'stream', '--no-sync'], this.ids);
+    await run(join(this.bin, 'pg_basebackup'), ['-h', '127.0.0.1', '-p', String(this.primary.port), '-U', 'postgres', '-D', standbyDir, '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync'], this.ids);
     this.standby = new PgServer(standbyDir, await freePort(), this.bin, this.ids);
     // The standby's copy of the settings is the primary's: once promoted it must not wait for a standby of its own.
     await this.standby.start({ max_connections: '200', synchronous_standby_names: '', fsync: 'off', full_page_writes: 'off', hot_standby: 'on' }, /ready to accept read-only connections/);

@@ -38,7 +38,8 @@ export class PgBouncer {
   private readonly dir = mkdtempSync(join(tmpdir(), 'opschain-pgbouncer-'));
   port = 0;
 
-  constructor(private readonly bin: string, private readonly targetUrl: string, private readonly mode: 'transaction' | 'session') {}
+  /** `ignoreStartupParameters: false` leaves out the line operators must add (to see the start-up error naming it). */
+  constructor(private readonly bin: string, private readonly targetUrl: string, private readonly mode: 'transaction' | 'session', private readonly opts: { ignoreStartupParameters?: boolean } = {}) {}
 
   /** The URL clients use: the target's user and database, PgBouncer's address. */
   get url(): string {
@@ -70,7 +71,7 @@ export class PgBouncer {
         'auth_type = trust',
         `auth_file = ${join(this.dir, 'users.txt')}`,
         `pool_mode = ${this.mode}`,
-        'ignore_startup_parameters = statement_timeout, lock_timeout, idle_in_transaction_session_timeout, extra_float_digits',
+        ...(this.opts.ignoreStartupParameters === false ? [] : ['ignore_startup_parameters = statement_timeout, lock_timeout, idle_in_transaction_session_timeout, extra_float_digits']),
         'max_client_conn = 400',
         'default_pool_size = 20',
         'server_check_delay = 0',
