@@ -113,10 +113,24 @@ describe.skipIf('missing' in bin)('the server and the CLI through PgBouncer in t
     expect(proc.output).not.toMatch(/"level":(50|60)|prepared statement .* does not exist|unsupported startup parameter/);
   });
 
-  it('names a transaction pooler with no listen URL, and a session pooler where transaction pooling was meant', async () => {
+  it('names a transaction pooler with no listen URL (and then polls), a session pooler where transaction pooling was meant, and refused startup parameters', async () => {
     const tx = await bouncer('transaction');
     const polling = await server('no-listen', ['--database-url', tx.url]);
     expect(polling.proc.output).toMatch(/no --listen-database-url is set: LISTEN\/NOTIFY is off/);
+    // With no notifications, work submitted elsewhere is still found by polling and done.
+    const registration = (await tokenCreate(db.current.pool, { kind: 'registration', name: 'polling' })).secret;
+    const runner = new CliProcess(
+      ['runner', '--server', polling.url, '--registration-token', registration, '--name', 'polling-runner', '--work-dir', join(dir, 'polling-work'), '--log-level', 'info'],
+      { OPSCHAIN_HOME: join(dir, 'polling-runner-home'), OPSCHAIN_SERVER: '', OPSCHAIN_REGISTRATION_TOKEN: '', OPSCHAIN_LOG_LEVEL: '' },
+    );
+    procs.push(runner);
+    await runner.waitForOutput(/"runner_id":"rnr_/, 60_000);
+    const file = join(dir, 'polled.yaml');
+    writeFileSync(file, 'name: polled\nsteps:\n  a:\n    run: "true"\n');
+    const done = await runCli(['runs', 'submit', file, '--wait', '--timeout', '60s', '--database-url', db.current.url, '--json'], { OPSCHAIN_HOME: join(dir, 'cli-home'), OPSCHAIN_SERVER: '', OPSCHAIN_DATABASE_URL: '' });
+    expect(done.code, done.stderr).toBe(0);
+    expect(JSON.parse(done.stdout).status).toBe('succeeded');
+    await runner.stop();
     const session = await bouncer('session');
     const sessioned = await server('session', ['--database-url', session.url, '--listen-database-url', db.current.url]);
     expect(sessioned.proc.output).toMatch(/PgBouncer in session mode, or PostgreSQL itself/);
