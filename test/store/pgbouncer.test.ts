@@ -71,8 +71,8 @@ describe.skipIf('missing' in bin)('the server and the CLI through PgBouncer in t
     const through = (url: string) => (args: string[]) => runCli([...args, '--database-url', url, '--json'], { OPSCHAIN_HOME: cliHome, OPSCHAIN_SERVER: '', OPSCHAIN_DATABASE_URL: '' });
     const viaPgb = through(pgb.url);
     const direct = through(db.current.url);
-    // What changes from one read to the next (the time of the read, ages) is left out of the comparisons.
-    const strip = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (/^at$|age|now|generated/i.test(k) ? undefined : x)));
+    // What changes from one read to the next (the time of the read, ages, when a runner was last seen) is left out of the comparisons.
+    const strip = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (/^at$|age|now|generated|lastSeen|heartbeat/i.test(k) ? undefined : x)));
     const json = (r: { code: number | null; stdout: string; stderr: string }) => {
       expect(r.code, r.stderr).toBe(0);
       return JSON.parse(r.stdout);
