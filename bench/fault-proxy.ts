@@ -20,6 +20,7 @@ export class FaultProxy {
   private server?: Server;
   private sockets = new Set<Socket>();
   private dropRules: Array<{ path: RegExp; body?: RegExp; resolve: (path: string) => void }> = [];
+  private rawDropRules: Array<{ bytes: RegExp; resolve: (what: string) => void }> = [];
   mode: ProxyMode = 'pass';
   port = 0;
   /** Replies dropped so far, by request path. */
@@ -63,6 +64,15 @@ export class FaultProxy {
     upstream.connect(this.targetPort, this.targetHost, () => {
       client.on('data', (d) => {
         if (this.mode !== 'pass') return;
+        if (this.rawDropRules.length > 0 && dropping === undefined) {
+          const text = d.toString('latin1');
+          const i = this.rawDropRules.findIndex((r) => r.bytes.test(text));
+          if (i >= 0) {
+            const [rule] = this.rawDropRules.splice(i, 1);
+            dropping = rule.bytes.source;
+            rule.resolve(dropping);
+          }
+        }
         if (this.dropRules.length > 0 && dropping === undefined) {
           const text = d.toString('latin1', 0, Math.min(d.length, HEAD_BYTES));
           if (REQUEST_LINE.test(text)) head = text;
@@ -101,9 +111,19 @@ export class FaultProxy {
     return new Promise((resolve) => this.dropRules.push({ path, body, resolve }));
   }
 
+  /**
+   * Loses the reply to the next client message whose bytes match, whatever the protocol: in front
+   * of PostgreSQL, a statement runs (and, outside a transaction, commits) but its client hears only
+   * that the connection broke, so the outcome is unknown to it.
+   */
+  dropNextReplyTo(bytes: RegExp): Promise<string> {
+    return new Promise((resolve) => this.rawDropRules.push({ bytes, resolve }));
+  }
+
   /** Forgets drop rules that never matched. */
   clearDrops(): void {
     this.dropRules = [];
+    this.rawDropRules = [];
   }
 
   /** Existing connections hang too: bytes are dropped from now on. */

@@ -14,8 +14,6 @@ export interface FleetOptions {
   slots: number;
   /** Long-poll window asked per acquire. */
   waitMs?: number;
-  /** Ask for offers acked on delivery, as the runner agent does (default); false: ack each batch. */
-  ackOnDelivery?: boolean;
   /**
    * Carry each batch's completions on the next acquire (complete-and-acquire, default); false:
    * a complete call of its own per batch.
@@ -58,7 +56,7 @@ export interface FleetCounters {
 
 /**
  * N simulated runners speaking the real HTTP runner protocol as the runner agent does: register,
- * then loop acquire (max_offers = slots, ack_on_delivery) → ack what was not delivered acked →
+ * then loop acquire (max_offers = slots, fresh) → ack the batch (as the agent does before it starts) →
  * complete the batch with exit 0 at once. They run no
  * process, so the figures measure the dispatch plane alone.
  */
@@ -126,7 +124,7 @@ export class SimFleet {
         let res;
         const completions = carried;
         try {
-          const body = { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, ...(this.opts.ackOnDelivery === false ? {} : { ack_on_delivery: true, fresh: true }), ...(completions.length > 0 ? { completions } : {}) };
+          const body = { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, fresh: true, ...(completions.length > 0 ? { completions } : {}) };
           res = completions.length > 0 ? await this.retryingCall(r, '/api/runner/acquire', body, waitMs + 30_000) : await this.call(r, '/api/runner/acquire', body, waitMs + 30_000);
         } finally {
           counters.parked--;

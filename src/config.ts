@@ -7,6 +7,11 @@ import { parseDuration } from './core/duration.js';
 /** The one typed configuration of a server process. */
 export interface ServerConfig {
   databaseUrl?: string;
+  /**
+   * A direct session to the store for LISTEN, when `databaseUrl` is a transaction pooler (which
+   * cannot keep a LISTEN); unset, LISTEN uses `databaseUrl`, or is off behind such a pooler.
+   */
+  listenDatabaseUrl?: string;
   home: string;
   host: string;
   port: number;
@@ -40,6 +45,7 @@ interface KeySpec { path: string; env: string; kind: Kind; field: keyof ServerCo
 /** Every key, in file form (dotted), with its environment variable: the source of docs/config.md. */
 export const CONFIG_KEYS: KeySpec[] = [
   { path: 'database_url', env: 'OPSCHAIN_DATABASE_URL', kind: 'url', field: 'databaseUrl', doc: 'PostgreSQL URL (13+); unset starts the embedded PostgreSQL under home/pgdata. DATABASE_URL is read too.' },
+  { path: 'listen_database_url', env: 'OPSCHAIN_LISTEN_DATABASE_URL', kind: 'url', field: 'listenDatabaseUrl', doc: 'PostgreSQL URL of a direct session (not through a transaction pooler) for LISTEN/NOTIFY; unset, database_url is used, and behind PgBouncer in transaction mode the replica polls instead (docs/scaling.md#pgbouncer)' },
   { path: 'home', env: 'OPSCHAIN_HOME', kind: 'string', field: 'home', default: join(homedir(), '.opschain'), doc: 'state directory: embedded pgdata, recorded store URL and server address' },
   { path: 'host', env: 'OPSCHAIN_HOST', kind: 'string', field: 'host', default: '127.0.0.1', doc: 'HTTP listen address' },
   { path: 'port', env: 'OPSCHAIN_PORT', kind: 'port', field: 'port', default: 7420, doc: 'HTTP port (0 picks a free one)' },

@@ -35,8 +35,10 @@ export interface ReplicaEnv {
   readonly readiness: Readiness;
   /** In-process signals between loops (`queue:enqueued`, `lease:completed`, …). */
   readonly events: EventEmitter;
-  /** The URL of the store this replica uses (for dedicated connections such as LISTEN). */
+  /** The URL of the store this replica uses. */
   readonly databaseUrl: string;
+  /** Where LISTEN connections go (a direct session); null: none (a transaction pooler, no listen URL), the loops poll. */
+  readonly listenUrl: string | null;
 }
 
 /** A running part of a replica (its loops, listeners, parked calls), with its own shutdown. */

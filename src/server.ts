@@ -22,6 +22,7 @@ import type { Logger } from './logger.js';
 import { startEmbeddedStore, type EmbeddedStore } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
 import { createPool, type Pool } from './store/pool.js';
+import { storeTopology } from './store/topology.js';
 import { replicaRegister, replicaSetAddress, replicaStop } from './store/replicas.js';
 import { tokenCreate } from './store/tokens.js';
 import { VERSION } from './version.js';
@@ -95,10 +96,16 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     databaseUrl = embedded.url;
     log.info({ port: embedded.port, dataDir: embedded.dataDir }, 'embedded PostgreSQL is up');
   }
+  // A standby is waited for, and the pooling in front of the store decides LISTEN and prepared statements.
+  const topology = await storeTopology({ databaseUrl, listenDatabaseUrl: config.listenDatabaseUrl, preparedStatements: config.preparedStatements, log, clock }).catch(async (err) => {
+    if (embedded) await embedded.stop().catch(() => {});
+    unlockHome();
+    throw err;
+  });
   const pool = createPool(databaseUrl, {
     max: 20,
     applicationName: 'opschain-server',
-    preparedStatements: config.preparedStatements,
+    preparedStatements: topology.preparedStatements,
     onError: (err) => log.warn({ err: err.message }, 'store connection error'),
   });
   let parts: ReplicaPart[] = [];
@@ -113,7 +120,7 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     const app = createHttpServer({ log, readiness, version: VERSION, replicaId, pollWindowMs: config.pollWindowMs, isAdmin: async (req) => (await adminTokenOf(pool, req)) !== undefined });
     const events = new EventEmitter();
     events.setMaxListeners(0);
-    const env: ReplicaEnv = { config, pool, log, clock, replicaId, readiness, events, databaseUrl };
+    const env: ReplicaEnv = { config, pool, log, clock, replicaId, readiness, events, databaseUrl, listenUrl: topology.listenUrl };
     const built = buildReplica(app, env, opts.plan ?? {});
     parts = built.parts;
     await app.listen({ port: config.port, host: config.host });

@@ -372,7 +372,7 @@ export class ChaosCluster {
   /** The next answer to this call on this replica is lost after the replica acted on it. */
   async loseReply(i: number, path: ReplyPath, timeoutMs = 30_000): Promise<string | undefined> {
     const proxy = this.replicas[i].http;
-    // Offers are acked on delivery now, so a runner rarely sends an ack of its own: a renewal (which implies the ack) stands in.
+    // A runner acks each answer's offers in one call before it starts them; a renewal (which implies the ack) counts too.
     // Completions mostly ride on the next acquire (complete-and-acquire): a call carrying them is a completion too.
     const [pattern, body] =
       path === 'ack' ? [/^\/api\/runner\/(ack|renew)$/] : path === 'complete' ? [/^\/api\/runner\/(complete|acquire)$/, /"completions":\[\{/] : [new RegExp(`^/api/runner/${path}$`)];

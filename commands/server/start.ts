@@ -13,6 +13,7 @@ export default class ServerStart extends BaseCommand<typeof ServerStart> {
     config: Flags.string({ description: 'YAML config file (flags > OPSCHAIN_* env > file > defaults)' }),
     host: Flags.string({ description: 'HTTP listen address [default: 127.0.0.1]' }),
     'lease-ttl': Flags.string({ description: 'lost-runner fencing window [default: 3m]' }),
+    'listen-database-url': Flags.string({ description: 'a direct PostgreSQL session for LISTEN when --database-url is PgBouncer in transaction mode (env OPSCHAIN_LISTEN_DATABASE_URL)' }),
     'log-level': Flags.string({ description: 'trace|debug|info|warn|error|fatal|silent [default: info]' }),
     'poll-window': Flags.string({ description: 'runner long-poll window [default: 50s]' }),
     port: Flags.string({ description: 'HTTP port, 0 for any free port [default: 7420]' }),
@@ -27,6 +28,7 @@ export default class ServerStart extends BaseCommand<typeof ServerStart> {
       configFile: f.config,
       flags: {
         database_url: f['database-url'],
+        listen_database_url: f['listen-database-url'],
         home: f.home,
         host: f.host,
         port: f.port,

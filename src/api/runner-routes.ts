@@ -190,7 +190,6 @@ function acquireRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void 
           maxOffers: req.body.max_offers ?? 1,
           waitMs: Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs),
           onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
-          ackOnDelivery: req.body.ack_on_delivery === true,
           fresh: req.body.fresh === true,
           signal: call.signal,
           holdEmpty,

@@ -349,7 +349,7 @@ export function startCoordination(env: ReplicaEnv, state: CoordinationState, opt
     errorDelayMs: 1_000,
   });
   // Leases released, wanted, or a replica quiesced anywhere: tick now.
-  const listener = listenChannel(env.databaseUrl, COORDINATION_CHANNEL, (from) => {
+  const listener = listenChannel(env.listenUrl, COORDINATION_CHANNEL, (from) => {
       if (from !== env.replicaId) loop.kick();
     }, (err) => deps.log.debug({ err: err.message }, 'coordination listener reconnecting'));
   // Hand over at the very start of a clean shutdown, before HTTP drains its in-flight requests:

@@ -11,8 +11,6 @@ export interface AcquireRequest {
   maxOffers: number;
   waitMs: number;
   onlyRunId: number | null;
-  /** Deliver the offers acked (the runner makes no ack call); see docs/runner-protocol.md. */
-  ackOnDelivery?: boolean;
   /** The runner says this is the first send of this request id: nothing to replay. */
   fresh?: boolean;
   /** Aborted when the caller goes away. */
@@ -30,7 +28,10 @@ export interface AcquireAnswer {
 }
 
 /**
- * The long poll. A retried request id gets the offers it was already handed; a drained runner
+ * The long poll. A retried request id gets the offers it was already handed and the runner has not
+ * acked (read from the store, so a retry on another replica, or after a failover, finds them too);
+ * an offer is acked only by the runner, so one whose answer never arrived goes back to the queue
+ * at its ack deadline (docs/runner-protocol.md). A drained runner
  * is held for the window and answered empty without ever being matched; otherwise the call
  * parks until a dispatch tick hands it offers or the window ends.
  */
@@ -62,7 +63,7 @@ async function acquireOffers(deps: DispatchDeps, req: AcquireRequest & { oneTick
     return [];
   }
   const { offers } = deps.registry.park(
-    { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, ackOnDelivery: req.ackOnDelivery ?? false, oneTick: req.oneTick, parkedAt: Date.now() },
+    { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, oneTick: req.oneTick, parkedAt: Date.now() },
     req.waitMs,
     req.signal,
   );

@@ -49,7 +49,7 @@ export async function commitDeliveries(
   for (const d of deliveries) callOf.set(d.entry.stepId, planned.callOf.get(d.waiter)!);
   const items = deliveries.map((d) => {
     const call = callOf.get(d.entry.stepId)!;
-    return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId, acked: call.ackOnDelivery ?? false };
+    return { stepId: d.entry.stepId, runnerId: d.waiter.runnerId, requestId: call.requestId };
   });
   const along = deps.hooks.stepsStartedWithDelivery;
   const offers = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items, along });

@@ -184,6 +184,10 @@ export class Dispatcher implements DispatchDeps {
     const calls = this.registry.snapshot();
     try {
       return await this.tickOver(calls);
+    } catch (err) {
+      // Its delivery may have committed: the callers retry their request ids and find it.
+      this.registry.failUnanswered(calls, err);
+      throw err;
     } finally {
       // Calls that joined the tick while it ran were appended to the same list.
       this.registry.unreserve(calls);

@@ -31,8 +31,8 @@ export interface DispatchEnv {
   clock: Clock;
   replicaId: string;
   events: EventEmitter;
-  /** The URL of the store, for the LISTEN connection. */
-  databaseUrl: string;
+  /** Where the LISTEN connection goes; null: none, the loops poll. */
+  listenUrl: string | null;
 }
 
 /**
@@ -114,7 +114,7 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
   env.events.on('queue:enqueued', onEnqueued);
   env.events.on('lease:completed', onCompleted);
   env.events.on('membership:changed', onMembership);
-  const listener = listenChannel(env.databaseUrl, QUEUE_CHANNEL, () => dispatcher.queueChanged(), (err) => {
+  const listener = listenChannel(env.listenUrl, QUEUE_CHANNEL, () => dispatcher.queueChanged(), (err) => {
     // Notifications sent while it reconnects are lost: claim again rather than trust the last sighting.
     dispatcher.seen.changed();
     log.debug({ err: err.message }, 'queue listener reconnecting');

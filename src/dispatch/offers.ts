@@ -15,7 +15,10 @@ export interface Offer {
   renew_interval_ms: number;
   max_parallel_steps: number;
   run_scope: boolean;
-  /** Present and true when the acquire asked for ack_on_delivery: the offer is acked already. */
+  /**
+   * Sent true by servers that delivered offers acked (ack_on_delivery, withdrawn): the runner then
+   * made no ack call. Never sent now: every offer waits for the runner's ack.
+   */
   acked?: boolean;
   /** Runs a webhook started: its payload, which the runner writes to the file OPSCHAIN_WEBHOOK_PAYLOAD names. */
   webhook_payload?: string;
@@ -33,7 +36,7 @@ export function renewIntervalMs(ttlMs: number): number {
 }
 
 /** The offer of a delivered lease; a step with no timeout of its own gets `defaultTimeoutMs` (steps.default_timeout). */
-export function toOffer(lease: Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'maxParallel' | 'runScope' | 'ackedAt'>, detail: OfferDetail | undefined, ttlMs: number, defaultTimeoutMs?: number): Offer {
+export function toOffer(lease: Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'maxParallel' | 'runScope'>, detail: OfferDetail | undefined, ttlMs: number, defaultTimeoutMs?: number): Offer {
   return {
     step_id: lease.stepId,
     run_id: lease.runId,
@@ -48,7 +51,6 @@ export function toOffer(lease: Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | '
     renew_interval_ms: renewIntervalMs(ttlMs),
     max_parallel_steps: detail?.maxParallelSteps ?? lease.maxParallel,
     run_scope: lease.runScope,
-    ...(lease.ackedAt ? { acked: true } : {}),
     ...(detail?.webhookPayload != null ? { webhook_payload: detail.webhookPayload } : {}),
   };
 }

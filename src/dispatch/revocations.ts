@@ -41,9 +41,9 @@ export class Revocations {
 }
 
 /** The replica's revocation feed: LISTEN on the channel, woken watches; its part answers them at shutdown. */
-export function revocationFeed(env: Pick<ReplicaEnv, 'databaseUrl' | 'log'>): { revocations: Revocations; part: ReplicaPart } {
+export function revocationFeed(env: Pick<ReplicaEnv, 'listenUrl' | 'log'>): { revocations: Revocations; part: ReplicaPart } {
   const revocations = new Revocations();
-  const listener = listenChannel(env.databaseUrl, LEASES_REVOKED_CHANNEL, (runnerId) => revocations.notify(runnerId || undefined), (err) => {
+  const listener = listenChannel(env.listenUrl, LEASES_REVOKED_CHANNEL, (runnerId) => revocations.notify(runnerId || undefined), (err) => {
     env.log.debug({ err: err.message }, 'lease revocation listener reconnecting');
   });
   return {

@@ -1,3 +1,5 @@
+import { Unavailable } from '../errors.js';
+import { storeCause } from '../store/pool.js';
 import type { RunnerRow } from '../store/runners.js';
 import type { Offer } from './offers.js';
 
@@ -8,8 +10,6 @@ export interface ParkedAcquire {
   requestId: string;
   slots: number;
   onlyRunId: number | null;
-  /** The runner asked for its offers acked on delivery: no ack call, and no ack deadline. */
-  ackOnDelivery?: boolean;
   /**
    * Answer after the first tick that holds this call, offers or none: the call carried
    * completions, whose results must not wait out a poll window on an empty queue.
@@ -24,6 +24,8 @@ export interface ParkedAcquire {
   expired: boolean;
   /** Hands offers to the caller; returns false when it already settled (the caller must hand them back). */
   deliver(offers: Offer[]): boolean;
+  /** Answers the caller with an error instead of offers (it retries the same request id); false when it already settled. */
+  fail(err: Error): boolean;
 }
 
 /** The in-memory set of parked acquires of one replica. */
@@ -31,15 +33,20 @@ export class WaiterRegistry {
   private parked = new Map<number, ParkedAcquire>();
   private seq = 0;
 
-  park(p: Omit<ParkedAcquire, 'seq' | 'settled' | 'reserved' | 'expired' | 'deliver'>, timeoutMs: number, signal?: AbortSignal): { acquire: ParkedAcquire; offers: Promise<Offer[]> } {
+  park(p: Omit<ParkedAcquire, 'seq' | 'settled' | 'reserved' | 'expired' | 'deliver' | 'fail'>, timeoutMs: number, signal?: AbortSignal): { acquire: ParkedAcquire; offers: Promise<Offer[]> } {
     let resolveOffers!: (o: Offer[]) => void;
-    const offers = new Promise<Offer[]>((r) => (resolveOffers = r));
-    const settle = (o: Offer[]) => {
+    let rejectOffers!: (err: Error) => void;
+    const offers = new Promise<Offer[]>((resolve, reject) => {
+      resolveOffers = resolve;
+      rejectOffers = reject;
+    });
+    const settle = (o: Offer[] | Error) => {
       acquire.settled = true;
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       this.parked.delete(acquire.seq);
-      resolveOffers(o);
+      if (o instanceof Error) rejectOffers(o);
+      else resolveOffers(o);
     };
     const acquire: ParkedAcquire = {
       ...p,
@@ -50,6 +57,11 @@ export class WaiterRegistry {
       deliver: (o) => {
         if (acquire.settled) return false;
         settle(o);
+        return true;
+      },
+      fail: (err) => {
+        if (acquire.settled) return false;
+        settle(err);
         return true;
       },
     };
@@ -88,6 +100,18 @@ export class WaiterRegistry {
       list.push(a);
     }
     return list;
+  }
+
+  /**
+   * The tick failed, maybe after its delivery committed (a connection lost on the way back, a
+   * primary that died as it replicated the commit): nothing it held may be answered empty, or a
+   * delivery it made would be stranded with a runner that never heard of it. Each call it held and
+   * did not answer gets a 503 (`store unavailable: … retry`); the runner retries the same request
+   * id, and the retry finds what was delivered under it in the store (leaseByRequest) or parks afresh.
+   */
+  failUnanswered(list: ParkedAcquire[], cause: unknown): void {
+    const err = new Unavailable(`store unavailable: ${storeCause(cause)} (an offer to this call may have been delivered; retry the same request_id)`, 'store_unavailable');
+    for (const a of list) if (!a.settled) a.fail(err);
   }
 
   /** The tick is over: calls whose window ended meanwhile, or that wait one tick only, and got nothing are answered empty. */

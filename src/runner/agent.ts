@@ -109,8 +109,8 @@ export class RunnerAgent {
   private asked = 0;
   private refusals = 0;
   private onceDone = false;
-  /** Ask for offers acked on delivery (and say which sends are fresh), until a server refuses the fields (one that predates them). */
-  private ackOnDelivery = true;
+  /** Say which sends of a request id are first sends, until a server refuses the field (one that predates it). */
+  private sayFresh = true;
   /** Carry finished steps' results on the next poll, until a server refuses the field (one that predates it). */
   private carryCompletions = true;
   /** Aborted when the run-scoped run this runner was executing ends: its restricted polls are moot. */
@@ -223,7 +223,7 @@ export class RunnerAgent {
           max_offers: slots,
           wait_ms: this.pollWaitMs,
           ...(onlyRunId === null ? {} : { only_run_id: onlyRunId }),
-          ...(this.ackOnDelivery ? { ack_on_delivery: true, fresh: true } : {}),
+          ...(this.sayFresh ? { fresh: true } : {}),
           ...(carried ? { completions: carried.items } : {}),
         },
         signal,
@@ -247,9 +247,9 @@ export class RunnerAgent {
         this.pollWaitMs = undefined;
         return;
       }
-      if (err instanceof ProtocolError && err.status === 400 && this.ackOnDelivery && /ack_on_delivery|fresh|additional propert/.test(err.message)) {
-        this.log.warn({ err: err.message }, 'server predates acked delivery; acking each offer');
-        this.ackOnDelivery = false;
+      if (err instanceof ProtocolError && err.status === 400 && this.sayFresh && /fresh|additional propert/.test(err.message)) {
+        this.log.warn({ err: err.message }, 'server predates fresh acquires; sending without the field');
+        this.sayFresh = false;
         return;
       }
       this.refusals++;
@@ -265,8 +265,10 @@ export class RunnerAgent {
   }
 
   /**
-   * Acks the offers the server did not deliver acked, in one call, and starts each acked one;
-   * returns how many started.
+   * Acks the offers in one call and starts each acked one; returns how many started. A step starts
+   * only once its ack is recorded: an offer is re-offered at its ack deadline when no ack came, so
+   * a step started unacked could run twice. (`acked` offers come only from servers that delivered
+   * them acked; they need no ack.)
    */
   private async accept(offers: Offer[]): Promise<number> {
     const acked: Offer[] = offers.filter((o) => o.acked === true);

@@ -31,7 +31,7 @@ export interface AcquireRequest {
   max_offers?: number;
   wait_ms?: number;
   only_run_id?: number | null;
-  /** Ask for the offers acked on delivery (no ack call); a server that predates it answers 400. */
+  /** Accepted and ignored by servers since offers wait for the runner's ack; the agent no longer sends it. */
   ack_on_delivery?: boolean;
   /** First send of this request id (the client drops it on retries): the server skips its replay lookup. */
   fresh?: boolean;

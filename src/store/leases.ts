@@ -69,8 +69,11 @@ export const mapLease = (r: any): LeaseRow => ({
 
 const refs = (items: LeaseRef[]) => [items.map((i) => i.stepId), items.map((i) => i.token)];
 
-/** `acked`: the runner asked for its offers acked on delivery (no ack call, no ack deadline). */
-export interface DeliverItem { stepId: number; runnerId: string; requestId: string | null; acked?: boolean }
+/**
+ * A delivery is never acked by the server: only the runner's ack (or a renewal or completion)
+ * says the offer reached it, so an answer lost on the way costs the ack deadline, not the TTL.
+ */
+export interface DeliverItem { stepId: number; runnerId: string; requestId: string | null }
 
 /**
  * A write that rides on the delivery as one more part of its statement: SQL over the new leases,
@@ -79,23 +82,23 @@ export interface DeliverItem { stepId: number; runnerId: string; requestId: stri
 export type DeliveryWrite = (leases: string) => string;
 
 const deliverSql = (along?: DeliveryWrite) =>
-  `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $7::boolean[]) AS m(step_id, runner_id, request_id, acked)),
+  `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS m(step_id, runner_id, request_id)),
           d AS (DELETE FROM queue_ready q WHERE q.step_id = ANY($1::bigint[]) RETURNING q.*),
           l AS (
-            INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_key, ack_deadline, acked_at, expires_at)
+            INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_key, ack_deadline, expires_at)
             SELECT ${entryCols('d')},
                    $4, now(), now(), m.runner_id, hashtextextended(m.request_id, 0), now() + $5 * interval '1 millisecond',
-                   CASE WHEN m.acked THEN now() END, now() + $6 * interval '1 millisecond'
+                   now() + $6 * interval '1 millisecond'
               FROM d JOIN m USING (step_id)
             RETURNING *)${along ? `,
           along AS (${along('l AS m')})` : ''}
-     SELECT l.step_id, l.run_id, l.attempt, l.token, l.runner_id, l.run_scope, l.max_parallel, l.delivered_at, l.acked_at, ${DETAIL_COLS}
+     SELECT l.step_id, l.run_id, l.attempt, l.token, l.runner_id, l.run_scope, l.max_parallel, l.delivered_at, ${DETAIL_COLS}
        FROM l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id`;
 
 const LEASE_DELIVER = prepared(deliverSql());
 
 /** A lease as its delivery returns it: what its offer and the tick read of it, no more. */
-export type DeliveredLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'runScope' | 'maxParallel' | 'ackedAt'> & { runnerId: string; deliveredAt: Date };
+export type DeliveredLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'runScope' | 'maxParallel'> & { runnerId: string; deliveredAt: Date };
 /** The delivery with each write that rode on it, made once per write. */
 const deliverAlong = new Map<DeliveryWrite, ReturnType<typeof prepared>>();
 
@@ -118,26 +121,26 @@ export async function leaseDeliver(
     statement = deliverAlong.get(p.along) ?? prepared(deliverSql(p.along));
     deliverAlong.set(p.along, statement);
   }
-  const { rows } = await client.query(statement([p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs, p.items.map((i) => i.acked ?? false)]));
+  const { rows } = await client.query(statement([p.items.map((i) => i.stepId), p.items.map((i) => i.runnerId), p.items.map((i) => i.requestId), p.holder, p.ackMs, p.ttlMs]));
   const order = new Map(p.items.map((i, k) => [i.stepId, k]));
   rows.sort((a, b) => order.get(Number(a.step_id))! - order.get(Number(b.step_id))!);
   return rows.map((r) => ({
     lease: {
       stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id,
-      runScope: r.run_scope, maxParallel: r.max_parallel, deliveredAt: r.delivered_at, ackedAt: r.acked_at,
+      runScope: r.run_scope, maxParallel: r.max_parallel, deliveredAt: r.delivered_at,
     },
     detail: r.detail_step_id == null ? undefined : mapDetail(r),
   }));
 }
 
 /**
- * Leases handed to this runner under this acquire request id and not yet acked, or acked on
- * delivery (their ack time is their delivery time): a retried acquire gets them again. The lease
- * keeps the id's 64-bit digest, so it is matched by digest among this runner's leases.
+ * Leases handed to this runner under this acquire request id and not yet acked: a retried acquire
+ * gets them again, whichever replica it reaches, from committed rows alone (after a failover too).
+ * The lease keeps the id's 64-bit digest, so it is matched by digest among this runner's leases.
  */
 export async function leaseByRequest(db: Db, p: { runnerId: string; requestId: string }): Promise<LeaseRow[]> {
   const { rows } = await db.query(
-    `SELECT * FROM scheduler_job_leases WHERE runner_id = $1 AND request_key = hashtextextended($2, 0) AND (acked_at IS NULL OR acked_at = delivered_at) ORDER BY position`,
+    `SELECT * FROM scheduler_job_leases WHERE runner_id = $1 AND request_key = hashtextextended($2, 0) AND acked_at IS NULL ORDER BY position`,
     [p.runnerId, p.requestId],
   );
   return rows.map(mapLease);

@@ -5,8 +5,11 @@ export interface Listener { stop(): Promise<void> }
 /**
  * LISTEN on a channel over a dedicated connection, reconnecting after any failure, so
  * notifications from other processes (a CLI submit, another replica) wake this one at once.
+ * With no URL (the store is a transaction pooler and no direct session was given) nothing
+ * listens: the loops fall back to their polling cadence.
  */
-export function listenChannel(connectionString: string, channel: string, onNotify: (payload?: string) => void, onError: (err: Error) => void): Listener {
+export function listenChannel(connectionString: string | null, channel: string, onNotify: (payload?: string) => void, onError: (err: Error) => void): Listener {
+  if (connectionString === null) return { stop: async () => {} };
   let stopped = false;
   let client: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;

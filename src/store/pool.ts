@@ -181,7 +181,8 @@ export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Prom
   }
 }
 
-const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '53300']);
+// 25006: a write reached a standby (the store's address not yet moved to the promoted primary).
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '53300', '25006']);
 
 /**
  * True when the store cancelled a statement after its statement_timeout (SQLSTATE 57014). The

@@ -59,7 +59,7 @@ export function startLaunch(ctx: ReplicaEnv, ownership: Pick<ShardOwnership, 'is
     if (running) return;
     const loop = startLoop({ name: 'launch', clock: ctx.clock, log, once: async () => (await launchOnce(deps)).sleepMs, errorDelayMs: 1_000 });
     const listener = listenChannel(
-      ctx.databaseUrl,
+      ctx.listenUrl,
       TRIGGERS_CHANNEL,
       (payload) => {
         if (payload?.startsWith('run:')) holds.releaseTemplate(payload.slice(4));

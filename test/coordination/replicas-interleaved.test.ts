@@ -46,7 +46,7 @@ describe('three replicas completing interleaved steps of the same runs', () => {
     const runs = await runSubmitMany(pool, Array.from({ length: 24 }, (_, i) => runFileLoad(run(i))), { actor: 'test' });
     const total = runs.length * 10;
     // Two runners parked on each replica; each sends its completions to the next replica along,
-    // and its acks (half the runners ack, half take offers acked on delivery) to the one after.
+    // and its acks to the one after (half the runners still ask for ack_on_delivery, which servers ignore).
     const runners = await Promise.all(Array.from({ length: 6 }, (_, i) => new TestRunner(servers[i % 3].url).register(registration, { name: `r${i}`, max_load: 4 })));
     const statuses: number[] = [];
     let completed = 0;

@@ -86,19 +86,20 @@ describe('runner agent', () => {
     expect(names).toEqual(['AWS_REGION', 'FROM_RUNNER', 'LANG', 'OPSCHAIN_ATTEMPT', 'OPSCHAIN_RUN_ID', 'OPSCHAIN_STEP', 'OPSCHAIN_STEP_COOKIE', 'OPSCHAIN_WORK_DIR', 'PATH', 'REGION', 'SHELL']);
   });
 
-  it('asks for offers acked on delivery and makes no ack call for them; a server that refuses the field gets plain polls and acks', async () => {
+  it('acks each offer before it starts it (an offer an older server delivered acked needs none); a server that refuses `fresh` gets polls without it', async () => {
     await startAgent();
     await waitFor(() => api.callsTo('acquire').length > 0);
-    expect(api.callsTo('acquire')[0].body.ack_on_delivery).toBe(true);
-    api.offer({ step_id: 31, acked: true });
-    await waitFor(() => api.completions.length === 1, { what: 'completion of the acked offer' });
-    expect(api.callsTo('ack')).toHaveLength(0);
-    // A server that predates the field refuses it: the agent drops it and acks what it gets.
-    api.failNext('acquire', { status: 400, error: 'body must NOT have additional properties' });
-    await waitFor(() => api.callsTo('acquire').some((c) => c.body.ack_on_delivery === undefined), { what: 'a plain poll' });
+    expect(api.callsTo('acquire')[0].body).toMatchObject({ fresh: true });
+    expect(api.callsTo('acquire')[0].body.ack_on_delivery).toBeUndefined();
     api.offer({ step_id: 32 });
-    await waitFor(() => api.completions.length === 2, { what: 'completion of the plain offer' });
+    await waitFor(() => api.completions.length === 1, { what: 'completion of the offer' });
     expect(api.callsTo('ack').map((c) => c.body)).toEqual([{ leases: [{ step_id: 32, token: 't32' }] }]);
+    api.offer({ step_id: 31, acked: true });
+    await waitFor(() => api.completions.length === 2, { what: 'completion of the offer delivered acked' });
+    expect(api.callsTo('ack')).toHaveLength(1);
+    // A server that predates the field refuses it: the agent drops it.
+    api.failNext('acquire', { status: 400, error: 'body must NOT have additional properties' });
+    await waitFor(() => api.callsTo('acquire').some((c) => c.body.fresh === undefined), { what: 'a poll without fresh' });
   });
 
   it('carries a finished step\'s result on the poll for its slot; a server that refuses the field gets a complete call', async () => {
