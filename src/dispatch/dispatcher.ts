@@ -436,7 +436,7 @@ async function answer(deps: DispatchDeps, delivered: Array<{ lease: DeliveredLea
   for (const { lease, call } of delivered) {
     let mine = perCall.get(call);
     if (!mine) perCall.set(call, (mine = { offers: [], leases: [] }));
-    mine.offers.push(toOffer(lease, details.get(lease.stepId), deps.ttlMs, deps.defaultStepTimeoutMs));
+    mine.offers.push(toOffer(lease, details.get(lease.stepId), deps.ttlMs, deps.defaultStepTimeoutMs, deps.traceSampler));
     mine.leases.push(lease);
   }
   const orphaned: DeliveredLease[] = [];

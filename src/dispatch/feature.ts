@@ -1,3 +1,4 @@
+import { tracingSettings } from '../config.js';
 import { FairShare } from '../core/stride.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import { SHARD_FALLBACK_MS } from '../coordination/coordinator.js';
@@ -36,6 +37,7 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
     seen.changed();
     kickLoop();
   };
+  const tracing = tracingSettings(ctx.config);
   const deps: DispatchDeps = {
     pool: ctx.pool,
     log: ctx.log.child({ component: 'dispatch' }),
@@ -56,6 +58,7 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
     kick: () => kickLoop(),
     queueChanged,
     recentlyClaimable: new RecentlyClaimable(() => ctx.clock.now()),
+    ...(tracing ? { traceSampler: tracing.sampler, traceLeases: true } : {}),
   };
   ctx.dispatch = deps;
   let wait = POLL_IDLE_MS;

@@ -1,4 +1,4 @@
-import type { DeliveryWrite } from '../store/leases.js';
+import type { DeliveryWrite, LeaseTimes } from '../store/leases.js';
 import type { PoolClient } from '../store/pool.js';
 
 /** How a leased attempt ended, as the lease lifecycle reports it to the orchestrator. */
@@ -13,6 +13,8 @@ export interface StepOutcome {
   runnerId: string | null;
   /** `runner_lost` or `pinned_runner_lost` for expiries; null otherwise. */
   event?: string | null;
+  /** The ended lease's times, when the caller read them (traces on): the attempt's spans show them. */
+  lease?: LeaseTimes;
 }
 
 /**
@@ -34,5 +36,5 @@ export interface OrchestratorHooks {
   /** Batch form of stepFinished: each run is locked and rolled up once for all its outcomes. */
   stepsFinished(client: PoolClient, outcomes: StepOutcome[]): Promise<void>;
   /** A step's attempt went back to the queue as a new attempt (release, un-acked offer, reclaimed exposed claim). */
-  stepRequeued(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string }): Promise<void>;
+  stepRequeued(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string; lease?: LeaseTimes }): Promise<void>;
 }
