@@ -140,3 +140,14 @@ export function stepTraceParent(run: RunTrace, stepId: number, attempt: number, 
   const sampled = traceSampled(sampler, traceId, run.parentSpanId === null ? null : run.parentFlags);
   return formatTraceParent({ traceId, spanId: attemptSpanId(traceId, stepId, attempt), flags: sampled ? 1 : 0 });
 }
+
+/** The log fields of a request that carried a traceparent header; none when it has none or a bad one. */
+export function traceLogFields(header: string | string[] | undefined): { trace_id: string; span_id: string } | Record<string, never> {
+  if (typeof header !== 'string') return {};
+  try {
+    const p = parseTraceParent(header);
+    return { trace_id: p.traceId, span_id: p.spanId };
+  } catch {
+    return {};
+  }
+}

@@ -41,7 +41,8 @@ export interface FinishedRunFacts extends RunTraceFacts {
 
 /** The lease an attempt held, as the store had it when the attempt ended. */
 export interface LeaseFacts {
-  enqueuedAt: Date | null;
+  /** When the entry became ready: its wait in the queue began. */
+  readyAt: Date | null;
   claimedAt: Date;
   deliveredAt: Date | null;
   ackedAt: Date | null;
@@ -125,7 +126,7 @@ export function runSpan(run: FinishedRunFacts): SpanRecord {
 }
 
 /**
- * The span of one step attempt and its children: the wait in the queue (enqueued → delivered),
+ * The span of one step attempt and its children: the wait in the queue (ready → delivered),
  * the lease (delivered → ended) and the execution (acked → ended, with the exit code).
  */
 export function attemptSpans(a: AttemptFacts): SpanRecord[] {
@@ -133,7 +134,7 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
   const spanId = attemptSpanId(traceId, a.stepId, a.attempt);
   const lease = a.lease;
   const delivered = lease?.deliveredAt ?? a.startedAt;
-  const start = lease?.enqueuedAt ?? lease?.claimedAt ?? delivered ?? a.finishedAt;
+  const start = lease?.readyAt ?? lease?.claimedAt ?? delivered ?? a.finishedAt;
   const end = clampEnd(start, a.finishedAt);
   const result = attemptResult(a);
   const error = a.outcome === 'succeeded' ? undefined : (a.cause ?? (a.exitCode !== null ? `exited with code ${a.exitCode}` : a.outcome));
@@ -163,19 +164,19 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
       ...(error !== undefined ? { error } : {}),
     },
   ];
-  if (lease?.enqueuedAt && delivered) {
+  if (lease?.readyAt && delivered) {
     out.push({
       traceId,
       spanId: attemptPhaseSpanId(spanId, 'queue'),
       parentSpanId: spanId,
       name: 'opschain.queue',
       kind: 'internal',
-      start: lease.enqueuedAt,
-      end: clampEnd(lease.enqueuedAt, delivered),
+      start: lease.readyAt,
+      end: clampEnd(lease.readyAt, delivered),
       attributes: {
         ...task,
         ...(lease.lane !== null ? { 'opschain.queue.lane': LANES[lease.lane] ?? String(lease.lane) } : {}),
-        'opschain.queue.wait_ms': Math.max(0, delivered.getTime() - lease.enqueuedAt.getTime()),
+        'opschain.queue.wait_ms': Math.max(0, delivered.getTime() - lease.readyAt.getTime()),
         // Every attempt is one offer: the attempt number counts the offers of the step so far.
         'opschain.queue.offers': a.attempt,
       },

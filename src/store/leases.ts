@@ -25,7 +25,7 @@ const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name A
 
 /** The lease columns mapLease reads: statements return these, not `*` (no unread dates to parse). */
 const LEASE_COLS = ['step_id', 'run_id', 'attempt', 'token', 'holder', 'runner_id', 'load', 'pools', 'run_scope', 'max_parallel',
-  'claimed_at', 'delivered_at', 'acked_at', 'renewed_at', 'expires_at', 'executing', 'enqueued_at', 'lane'];
+  'claimed_at', 'delivered_at', 'acked_at', 'renewed_at', 'expires_at', 'executing', 'ready_at', 'lane'];
 const leaseCols = (alias: string) => LEASE_COLS.map((c) => `${alias}.${c}`).join(', ');
 
 export interface LeaseRef { stepId: number; token: string }
@@ -47,8 +47,8 @@ export interface LeaseRow {
   renewedAt: Date | null;
   expiresAt: Date;
   executing: boolean;
-  /** When the entry was queued (its attempt's wait began), and its lane; absent when not read. */
-  enqueuedAt?: Date;
+  /** When the entry became ready (its wait in the queue began; a return keeps it), and its lane; absent when not read. */
+  readyAt?: Date;
   lane?: number;
 }
 
@@ -69,7 +69,7 @@ export const mapLease = (r: any): LeaseRow => ({
   renewedAt: r.renewed_at,
   expiresAt: r.expires_at,
   executing: r.executing,
-  ...(r.enqueued_at !== undefined ? { enqueuedAt: r.enqueued_at } : {}),
+  ...(r.ready_at !== undefined ? { readyAt: r.ready_at } : {}),
   ...(r.lane !== undefined ? { lane: r.lane } : {}),
 });
 
@@ -216,10 +216,10 @@ const leaseCompleteSql = (more: string) =>
 
 const LEASE_COMPLETE = prepared(leaseCompleteSql(''));
 /** The completion that also returns the lease's times, for the attempt's spans (only when traces are on). */
-const LEASE_COMPLETE_TIMED = prepared(leaseCompleteSql(', d.holder, d.lane, d.enqueued_at, d.claimed_at, d.delivered_at, d.acked_at, d.renewed_at'));
+const LEASE_COMPLETE_TIMED = prepared(leaseCompleteSql(', d.holder, d.lane, d.ready_at, d.claimed_at, d.delivered_at, d.acked_at, d.renewed_at'));
 
 /** The times of a lease that ended, as an attempt's spans show them. */
-export type LeaseTimes = Pick<LeaseRow, 'token' | 'holder' | 'claimedAt' | 'deliveredAt' | 'ackedAt' | 'renewedAt' | 'enqueuedAt' | 'lane'>;
+export type LeaseTimes = Pick<LeaseRow, 'token' | 'holder' | 'claimedAt' | 'deliveredAt' | 'ackedAt' | 'renewedAt' | 'readyAt' | 'lane'>;
 
 /** A lease a completion ended: what the orchestrator is told of it. */
 export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'runScope'> & { runnerId: string; pools: string[]; times?: LeaseTimes };
@@ -236,7 +236,7 @@ export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef
   return rows.map((r) => ({
     stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id, runScope: r.run_scope, pools: r.pools ?? [],
     ...(p.times
-      ? { times: { token: String(r.token), holder: r.holder, lane: r.lane, enqueuedAt: r.enqueued_at, claimedAt: r.claimed_at, deliveredAt: r.delivered_at, ackedAt: r.acked_at, renewedAt: r.renewed_at } }
+      ? { times: { token: String(r.token), holder: r.holder, lane: r.lane, readyAt: r.ready_at, claimedAt: r.claimed_at, deliveredAt: r.delivered_at, ackedAt: r.acked_at, renewedAt: r.renewed_at } }
       : {}),
   }));
 }
