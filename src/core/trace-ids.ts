@@ -41,24 +41,21 @@ export function formatTraceParent(p: TraceParent): string {
   return `00-${p.traceId}-${p.spanId}-${(p.flags & 0xff).toString(16).padStart(2, '0')}`;
 }
 
-const FNV64_OFFSET = 0xcbf29ce484222325n;
-const FNV64_PRIME = 0x100000001b3n;
-const MASK64 = 0xffffffffffffffffn;
-
-/** 64-bit FNV-1a of a string (code units below 256 as bytes; ids here are ASCII). */
-function fnv64(text: string): bigint {
-  let h = FNV64_OFFSET;
-  for (let i = 0; i < text.length; i++) {
-    h ^= BigInt(text.charCodeAt(i) & 0xff);
-    h = (h * FNV64_PRIME) & MASK64;
+/**
+ * A non-zero 16-hex span id from a key: two 32-bit FNV-1a hashes of it from different offset
+ * bases (plain integer arithmetic: BigInt's 64-bit FNV cost more than the rest of a span). Keys
+ * are ASCII (hex ids, numbers, names of ours).
+ */
+export function spanIdOf(key: string): string {
+  let a = 0x811c9dc5;
+  let b = 0x050c5d1f;
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i) & 0xff;
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x01000193);
   }
-  return h;
-}
-
-/** A non-zero 16-hex span id from a key. */
-function spanIdOf(key: string): string {
-  const h = fnv64(key);
-  return (h === 0n ? 1n : h).toString(16).padStart(16, '0');
+  const hex = (a >>> 0).toString(16).padStart(8, '0') + (b >>> 0).toString(16).padStart(8, '0');
+  return hex === '0000000000000000' ? '0000000000000001' : hex;
 }
 
 /** The trace id of a run: the stored one, or for a run stored before traces, one from its id. */

@@ -17,6 +17,12 @@ export interface StepOutcome {
   lease?: LeaseTimes;
 }
 
+/** What a finish recorded: the attempts that were current and ended, and the runs that ended with them. */
+export interface StepsEnded {
+  attempts: Array<{ stepId: number; runId: number; attempt: number; status: string }>;
+  runs: number[];
+}
+
 /**
  * The orchestrator's side of the seam with the dispatch plane. Each hook runs inside the
  * caller's transaction, so a lease transition and the run's progress commit together.
@@ -25,7 +31,7 @@ export interface OrchestratorHooks {
   /** A step's attempt was delivered to a runner: the step is running there. */
   stepStarted(client: PoolClient, p: { stepId: number; attempt: number; runnerId: string }): Promise<void>;
   /** A step's attempt finished (complete, or expiry as runner_lost): record, roll up, enqueue what became ready. */
-  stepFinished(client: PoolClient, outcome: StepOutcome): Promise<void>;
+  stepFinished(client: PoolClient, outcome: StepOutcome): Promise<StepsEnded | void>;
   /** Batch form of stepStarted, one tick's deliveries at once. */
   stepsStarted(client: PoolClient, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<void>;
   /**
@@ -34,7 +40,7 @@ export interface OrchestratorHooks {
    */
   stepsStartedWithDelivery?: DeliveryWrite;
   /** Batch form of stepFinished: each run is locked and rolled up once for all its outcomes. */
-  stepsFinished(client: PoolClient, outcomes: StepOutcome[]): Promise<void>;
+  stepsFinished(client: PoolClient, outcomes: StepOutcome[]): Promise<StepsEnded | void>;
   /** A step's attempt went back to the queue as a new attempt (release, un-acked offer, reclaimed exposed claim). */
   stepRequeued(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string; lease?: LeaseTimes }): Promise<void>;
 }

@@ -219,7 +219,7 @@ const LEASE_COMPLETE = prepared(leaseCompleteSql(''));
 const LEASE_COMPLETE_TIMED = prepared(leaseCompleteSql(', d.holder, d.lane, d.ready_at, d.claimed_at, d.delivered_at, d.acked_at, d.renewed_at'));
 
 /** The times of a lease that ended, as an attempt's spans show them. */
-export type LeaseTimes = Pick<LeaseRow, 'token' | 'holder' | 'claimedAt' | 'deliveredAt' | 'ackedAt' | 'renewedAt' | 'readyAt' | 'lane'>;
+export type LeaseTimes = Pick<LeaseRow, 'token' | 'holder' | 'runnerId' | 'claimedAt' | 'deliveredAt' | 'ackedAt' | 'renewedAt' | 'readyAt' | 'lane'>;
 
 /** A lease a completion ended: what the orchestrator is told of it. */
 export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'runScope'> & { runnerId: string; pools: string[]; times?: LeaseTimes };
@@ -236,7 +236,7 @@ export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef
   return rows.map((r) => ({
     stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id, runScope: r.run_scope, pools: r.pools ?? [],
     ...(p.times
-      ? { times: { token: String(r.token), holder: r.holder, lane: r.lane, readyAt: r.ready_at, claimedAt: r.claimed_at, deliveredAt: r.delivered_at, ackedAt: r.acked_at, renewedAt: r.renewed_at } }
+      ? { times: { token: String(r.token), holder: r.holder, runnerId: r.runner_id, lane: r.lane, readyAt: r.ready_at, claimedAt: r.claimed_at, deliveredAt: r.delivered_at, ackedAt: r.acked_at, renewedAt: r.renewed_at } }
       : {}),
   }));
 }

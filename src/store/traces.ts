@@ -1,11 +1,13 @@
 import type { FinishedRunFacts, RunTraceFacts } from '../core/trace-spans.js';
-import type { PoolClient } from './pool.js';
+import type { Pool, PoolClient } from './pool.js';
+
+type Db = Pool | PoolClient;
 
 /**
- * What the spans of attempts and runs read from the store, in the transaction that ended them.
- * Read only when traces are on. "Ended by this transaction" is `finished_at = now()`: now() is
- * the transaction's start, which no other transaction's finish can carry, so an attempt or run
- * another replica ended (a duplicate completion, a stale attempt) is never emitted here too.
+ * What the spans of attempts and runs read from the store, only when traces are on. Which
+ * attempts and runs a transaction ended is known from the transaction itself (the orchestrator
+ * reports them, so no other replica reports them too); their times, runners and traces are read
+ * after its commit, off the path of the lease writes.
  */
 
 /** The step of an attempt as it ended, with its run's trace and its runner. */
@@ -36,17 +38,20 @@ const runTrace = (r: any): RunTraceFacts => ({
 
 const RUN_TRACE_COLS = `r.id AS run_id, r.name AS run_name, r.project, r.trace_id, r.trace_parent_span, r.trace_flags, r.trace_round`;
 
-/** Attempts (step, attempt) this transaction finished. */
-export async function traceAttemptsEnded(client: PoolClient, items: Array<{ stepId: number; attempt: number }>): Promise<EndedAttemptRow[]> {
+/**
+ * Attempts as they ended, read after the commit that ended them: each (step, attempt) still with
+ * the status it ended with (a step retried since has moved on and is left out).
+ */
+export async function traceAttemptsRead(db: Db, items: Array<{ stepId: number; attempt: number; status: string }>): Promise<EndedAttemptRow[]> {
   if (items.length === 0) return [];
-  const { rows } = await client.query(
+  const { rows } = await db.query(
     `SELECT s.id, s.attempt, s.name, s.exit_code, s.cause, s.runner_id, s.log_bytes, s.started_at, s.finished_at,
             rn.name AS runner_name, rn.group_name, ${RUN_TRACE_COLS}
-       FROM unnest($1::bigint[], $2::int[]) AS m(step_id, attempt)
-       JOIN steps s ON s.id = m.step_id AND s.attempt = m.attempt AND s.finished_at = now()
+       FROM unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, status)
+       JOIN steps s ON s.id = m.step_id AND s.attempt = m.attempt AND s.status = m.status AND s.finished_at IS NOT NULL
        JOIN runs r ON r.id = s.run_id
        LEFT JOIN runners rn ON rn.id = s.runner_id`,
-    [items.map((i) => i.stepId), items.map((i) => i.attempt)],
+    [items.map((i) => i.stepId), items.map((i) => i.attempt), items.map((i) => i.status)],
   );
   return rows.map((r) => ({
     run: runTrace(r),
@@ -75,13 +80,13 @@ export async function traceStepRequeued(client: PoolClient, p: { stepId: number;
   return rows[0] ? { run: runTrace(rows[0]), step: rows[0].name, now: rows[0].now } : undefined;
 }
 
-/** Runs among these this transaction finished. */
-export async function traceRunsFinished(client: PoolClient, runIds: number[]): Promise<FinishedRunFacts[]> {
+/** Runs a committed finish ended, as they ended (a run reopened since is left out). */
+export async function traceRunsRead(db: Db, runIds: number[]): Promise<FinishedRunFacts[]> {
   if (runIds.length === 0) return [];
-  const { rows } = await client.query(
+  const { rows } = await db.query(
     `SELECT ${RUN_TRACE_COLS}, r.status, r.cause, r.created_at, r.trace_round_at, r.finished_at, r.trigger_id, r.template_name
        FROM runs r
-      WHERE r.id = ANY($1::bigint[]) AND r.status <> 'running' AND r.finished_at = now()`,
+      WHERE r.id = ANY($1::bigint[]) AND r.status <> 'running' AND r.finished_at IS NOT NULL`,
     [runIds],
   );
   return rows.map((r) => ({

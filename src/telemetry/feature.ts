@@ -13,7 +13,7 @@ export function tracingFeature(tracing: RunTracing): Feature {
     const log = ctx.log.child({ component: 'tracing' });
     const { createOtlpSink } = await import('./otlp-sink.js');
     const sink = await createOtlpSink({ url: settings.url, serviceName: settings.serviceName, replicaId: ctx.replicaId, log });
-    tracing.start(sink, settings.sampler, log);
+    tracing.start({ sink, sampler: settings.sampler, log, pool: ctx.pool });
     // Registered before the loops' hooks, so it runs after them: the last spans go out with it.
     ctx.onStop.push(() => tracing.stop());
     log.info({ url: settings.url, sampler: settings.sampler.name, ratio: settings.sampler.ratio, service: settings.serviceName }, 'runs are exported as traces');

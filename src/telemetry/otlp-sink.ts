@@ -45,8 +45,13 @@ export async function createOtlpSink(p: { url: string; serviceName: string; repl
     'service.instance.id': p.replicaId,
   });
   const scope = { name: 'opschain', version: VERSION };
+  // The SDK's default buffer (2,048 spans, exported 512 at a time) overflows, dropping spans, at a
+  // few hundred steps a second (four spans a step); the OTEL_BSP_* variables still decide when set.
+  const env = process.env;
   const processor = new BatchSpanProcessor(new OTLPTraceExporter({ url: p.url }), {
     ...(p.scheduledDelayMs !== undefined ? { scheduledDelayMillis: p.scheduledDelayMs } : {}),
+    ...(env.OTEL_BSP_MAX_QUEUE_SIZE ? {} : { maxQueueSize: 32_768 }),
+    ...(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE ? {} : { maxExportBatchSize: 2_048 }),
   });
   type Readable = Parameters<typeof processor.onEnd>[0];
   const toReadable = (s: SpanRecord): Readable => {
