@@ -36,7 +36,8 @@ With --wait, follows the run until it ends, printing each step's progress on std
     const text = runFileRead(file);
     // A bad --timeout is refused before anything is submitted.
     const timeoutMs = this.flags.timeout === undefined ? undefined : parseTimeout(this.flags.timeout);
-    const traceparent = this.flags.traceparent ?? callerTraceParent(process.env.TRACEPARENT, (m) => this.warn(m));
+    // Said on stderr even with --json (which keeps logToStderr quiet): stdout stays the JSON.
+    const traceparent = this.flags.traceparent ?? callerTraceParent(process.env.TRACEPARENT, (m) => process.stderr.write(`Warning: ${m}\n`));
     const ops = await this.ops();
     const submitted = await ops.runsSubmit({ file: text, set: this.flags.set, ...(traceparent ? { traceparent } : {}) });
     if (!this.jsonEnabled()) this.log(String(submitted.id));
