@@ -16,8 +16,8 @@ export interface SpanRecord {
   start: Date;
   end: Date;
   attributes: Record<string, string | number | boolean>;
-  /** Set: the span ended in error, with this message. Unset: ok. */
-  error?: string;
+  /** Set: the span ended in error, with this message. Unset (or undefined): ok. */
+  error?: string | undefined;
 }
 
 /** What a run row holds for its spans. */
@@ -85,12 +85,7 @@ export function attemptResult(a: Pick<AttemptFacts, 'outcome' | 'cause'>): strin
 
 const RUN_RESULT: Record<FinishedRunFacts['status'], string> = { succeeded: 'success', failed: 'failure', error: 'error', cancelled: 'cancellation' };
 
-const latest = (...dates: Array<Date | null | undefined>): Date | undefined => dates.filter((d): d is Date => d instanceof Date).sort((x, y) => y.getTime() - x.getTime())[0];
 const clampEnd = (start: Date, end: Date): Date => (end.getTime() < start.getTime() ? start : end);
-
-function parentOf(run: RunTrace & { round: number }, traceId: string): Pick<SpanRecord, 'parentSpanId' | 'parentRemote'> {
-  return { parentSpanId: runSpanId(traceId, run.id, run.round) };
-}
 
 /**
  * The run span of the round that just finished. Round 0 is the child of the caller's span (when
@@ -126,8 +121,9 @@ export function runSpan(run: FinishedRunFacts): SpanRecord {
 }
 
 /**
- * The span of one step attempt and its children: the wait in the queue (ready → delivered),
- * the lease (delivered → ended) and the execution (acked → ended, with the exit code).
+ * The span of one step attempt and its children: the wait in the queue (ready → delivered), the
+ * lease (delivered → ended) and the execution (acked → ended, with the exit code). Built for
+ * every step when traces are on, so written plainly: attributes assigned one by one, no spreads.
  */
 export function attemptSpans(a: AttemptFacts): SpanRecord[] {
   const traceId = runTraceId(a.run);
@@ -138,90 +134,54 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
   const end = clampEnd(start, a.finishedAt);
   const result = attemptResult(a);
   const error = a.outcome === 'succeeded' ? undefined : (a.cause ?? (a.exitCode !== null ? `exited with code ${a.exitCode}` : a.outcome));
-  const task = {
+  const runId = String(a.run.id);
+  const taskRunId = `${a.stepId}.${a.attempt}`;
+  const task = (): SpanRecord['attributes'] => ({
     'cicd.pipeline.name': a.run.name,
-    'cicd.pipeline.run.id': String(a.run.id),
+    'cicd.pipeline.run.id': runId,
     'cicd.pipeline.task.name': a.step,
-    'cicd.pipeline.task.run.id': `${a.stepId}.${a.attempt}`,
-  };
-  const out: SpanRecord[] = [
-    {
-      traceId,
-      spanId,
-      ...parentOf(a.run, traceId),
-      name: `RUN ${a.step}`,
-      kind: 'internal',
-      start,
-      end,
-      attributes: {
-        ...task,
-        'cicd.pipeline.task.run.result': result,
-        'opschain.step.id': String(a.stepId),
-        'opschain.attempt': a.attempt,
-        ...(a.event ? { 'opschain.attempt.event': a.event } : {}),
-        ...(a.outcome === 'requeued' ? { 'opschain.attempt.requeued': true } : {}),
-      },
-      ...(error !== undefined ? { error } : {}),
-    },
-  ];
-  if (lease?.readyAt && delivered) {
-    out.push({
-      traceId,
-      spanId: attemptPhaseSpanId(spanId, 'queue'),
-      parentSpanId: spanId,
-      name: 'opschain.queue',
-      kind: 'internal',
-      start: lease.readyAt,
-      end: clampEnd(lease.readyAt, delivered),
-      attributes: {
-        ...task,
-        ...(lease.lane !== null ? { 'opschain.queue.lane': LANES[lease.lane] ?? String(lease.lane) } : {}),
-        'opschain.queue.wait_ms': Math.max(0, delivered.getTime() - lease.readyAt.getTime()),
-        // Every attempt is one offer: the attempt number counts the offers of the step so far.
-        'opschain.queue.offers': a.attempt,
-      },
-    });
+    'cicd.pipeline.task.run.id': taskRunId,
+  });
+
+  const attrs = task();
+  attrs['cicd.pipeline.task.run.result'] = result;
+  attrs['opschain.step.id'] = String(a.stepId);
+  attrs['opschain.attempt'] = a.attempt;
+  if (a.event) attrs['opschain.attempt.event'] = a.event;
+  if (a.outcome === 'requeued') attrs['opschain.attempt.requeued'] = true;
+  const out: SpanRecord[] = [{ traceId, spanId, parentSpanId: runSpanId(traceId, a.run.id, a.run.round), name: `RUN ${a.step}`, kind: 'internal', start, end, attributes: attrs, error }];
+  if (!delivered) return out;
+
+  if (lease?.readyAt) {
+    const q = task();
+    if (lease.lane !== null) q['opschain.queue.lane'] = LANES[lease.lane] ?? String(lease.lane);
+    q['opschain.queue.wait_ms'] = Math.max(0, delivered.getTime() - lease.readyAt.getTime());
+    // Every attempt is one offer: the attempt number counts the offers of the step so far.
+    q['opschain.queue.offers'] = a.attempt;
+    out.push({ traceId, spanId: attemptPhaseSpanId(spanId, 'queue'), parentSpanId: spanId, name: 'opschain.queue', kind: 'internal', start: lease.readyAt, end: clampEnd(lease.readyAt, delivered), attributes: q });
   }
-  if (delivered) {
-    out.push({
-      traceId,
-      spanId: attemptPhaseSpanId(spanId, 'lease'),
-      parentSpanId: spanId,
-      name: 'opschain.lease',
-      kind: 'internal',
-      start: delivered,
-      end: clampEnd(delivered, a.finishedAt),
-      attributes: {
-        ...task,
-        ...(a.runnerId ? { 'cicd.worker.id': a.runnerId } : {}),
-        ...(a.runnerName ? { 'cicd.worker.name': a.runnerName } : {}),
-        ...(a.runnerGroup ? { 'opschain.runner.group': a.runnerGroup } : {}),
-        ...(lease ? { 'opschain.lease.token': lease.token, 'opschain.lease.replica': lease.holder, 'opschain.lease.renewed': lease.renewedAt !== null } : {}),
-        ...(lease?.ackedAt ? { 'opschain.lease.acked_at': lease.ackedAt.toISOString() } : {}),
-        ...(lease?.renewedAt ? { 'opschain.lease.last_renewed_at': lease.renewedAt.toISOString() } : {}),
-      },
-      ...(a.event ? { error: a.event } : {}),
-    });
-    const execStart = latest(lease?.ackedAt, delivered)!;
-    out.push({
-      traceId,
-      spanId: attemptPhaseSpanId(spanId, 'execute'),
-      parentSpanId: spanId,
-      name: 'opschain.execute',
-      kind: 'internal',
-      start: execStart,
-      end: clampEnd(execStart, a.finishedAt),
-      attributes: {
-        ...task,
-        'cicd.pipeline.task.run.result': result,
-        ...(a.exitCode !== null ? { 'process.exit.code': a.exitCode } : {}),
-        'opschain.execute.duration_ms': Math.max(0, a.finishedAt.getTime() - execStart.getTime()),
-        ...(a.logBytes !== null ? { 'opschain.log.bytes': a.logBytes } : {}),
-        ...(a.cause ? { 'opschain.attempt.cause': a.cause } : {}),
-      },
-      ...(error !== undefined ? { error } : {}),
-    });
+
+  const l = task();
+  if (a.runnerId) l['cicd.worker.id'] = a.runnerId;
+  if (a.runnerName) l['cicd.worker.name'] = a.runnerName;
+  if (a.runnerGroup) l['opschain.runner.group'] = a.runnerGroup;
+  if (lease) {
+    l['opschain.lease.token'] = lease.token;
+    l['opschain.lease.replica'] = lease.holder;
+    l['opschain.lease.renewed'] = lease.renewedAt !== null;
+    if (lease.ackedAt) l['opschain.lease.ack_wait_ms'] = Math.max(0, lease.ackedAt.getTime() - delivered.getTime());
+    if (lease.renewedAt) l['opschain.lease.last_renewed_ms_before_end'] = Math.max(0, a.finishedAt.getTime() - lease.renewedAt.getTime());
   }
+  out.push({ traceId, spanId: attemptPhaseSpanId(spanId, 'lease'), parentSpanId: spanId, name: 'opschain.lease', kind: 'internal', start: delivered, end: clampEnd(delivered, a.finishedAt), attributes: l, error: a.event ?? undefined });
+
+  const execStart = lease?.ackedAt && lease.ackedAt.getTime() > delivered.getTime() ? lease.ackedAt : delivered;
+  const x = task();
+  x['cicd.pipeline.task.run.result'] = result;
+  if (a.exitCode !== null) x['process.exit.code'] = a.exitCode;
+  x['opschain.execute.duration_ms'] = Math.max(0, a.finishedAt.getTime() - execStart.getTime());
+  if (a.logBytes !== null) x['opschain.log.bytes'] = a.logBytes;
+  if (a.cause) x['opschain.attempt.cause'] = a.cause;
+  out.push({ traceId, spanId: attemptPhaseSpanId(spanId, 'execute'), parentSpanId: spanId, name: 'opschain.execute', kind: 'internal', start: execStart, end: clampEnd(execStart, a.finishedAt), attributes: x, error });
   return out;
 }
 
