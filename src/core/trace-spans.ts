@@ -136,14 +136,14 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
   const error = a.outcome === 'succeeded' ? undefined : (a.cause ?? (a.exitCode !== null ? `exited with code ${a.exitCode}` : a.outcome));
   const runId = String(a.run.id);
   const taskRunId = `${a.stepId}.${a.attempt}`;
-  const task = (): SpanRecord['attributes'] => ({
+  // The run and task identity is on the attempt span only: its children inherit it by parentage,
+  // and four attributes fewer on three spans is a quarter less JSON to encode for every step.
+  const attrs: SpanRecord['attributes'] = {
     'cicd.pipeline.name': a.run.name,
     'cicd.pipeline.run.id': runId,
     'cicd.pipeline.task.name': a.step,
     'cicd.pipeline.task.run.id': taskRunId,
-  });
-
-  const attrs = task();
+  };
   attrs['cicd.pipeline.task.run.result'] = result;
   attrs['opschain.step.id'] = String(a.stepId);
   attrs['opschain.attempt'] = a.attempt;
@@ -153,7 +153,7 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
   if (!delivered) return out;
 
   if (lease?.readyAt) {
-    const q = task();
+    const q: SpanRecord['attributes'] = {};
     if (lease.lane !== null) q['opschain.queue.lane'] = LANES[lease.lane] ?? String(lease.lane);
     q['opschain.queue.wait_ms'] = Math.max(0, delivered.getTime() - lease.readyAt.getTime());
     // Every attempt is one offer: the attempt number counts the offers of the step so far.
@@ -161,7 +161,7 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
     out.push({ traceId, spanId: attemptPhaseSpanId(spanId, 'queue'), parentSpanId: spanId, name: 'opschain.queue', kind: 'internal', start: lease.readyAt, end: clampEnd(lease.readyAt, delivered), attributes: q });
   }
 
-  const l = task();
+  const l: SpanRecord['attributes'] = {};
   if (a.runnerId) l['cicd.worker.id'] = a.runnerId;
   if (a.runnerName) l['cicd.worker.name'] = a.runnerName;
   if (a.runnerGroup) l['opschain.runner.group'] = a.runnerGroup;
@@ -175,7 +175,7 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
   out.push({ traceId, spanId: attemptPhaseSpanId(spanId, 'lease'), parentSpanId: spanId, name: 'opschain.lease', kind: 'internal', start: delivered, end: clampEnd(delivered, a.finishedAt), attributes: l, error: a.event ?? undefined });
 
   const execStart = lease?.ackedAt && lease.ackedAt.getTime() > delivered.getTime() ? lease.ackedAt : delivered;
-  const x = task();
+  const x: SpanRecord['attributes'] = {};
   x['cicd.pipeline.task.run.result'] = result;
   if (a.exitCode !== null) x['process.exit.code'] = a.exitCode;
   x['opschain.execute.duration_ms'] = Math.max(0, a.finishedAt.getTime() - execStart.getTime());

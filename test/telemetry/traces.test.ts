@@ -75,12 +75,13 @@ describe('a run is one OpenTelemetry trace', { timeout: 150_000 }, () => {
     expect(retried.status).toBe(200);
     expect(await fleet.runDone(runId)).toMatchObject({ status: 'succeeded' });
 
-    const mine = () => receiver.spans.filter((s) => s.attributes['cicd.pipeline.run.id'] === String(runId));
+    // The caller's trace is this run's alone here.
+    const mine = () => receiver.spans.filter((s) => s.traceId === CALLER_TRACE);
     // Two rounds (the failed one and the retried one) and five attempts: a, b, c, b again, d.
     await waitFor(() => mine().filter(isRun).length === 2 && mine().filter(isAttempt).length === 5, { timeoutMs: 30_000, what: 'the run\'s spans at the receiver' });
     const spans = mine();
     expect(receiver.refused).toEqual([]);
-    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([CALLER_TRACE]));
+    expect(new Set(spans.filter((s) => s.name.startsWith('RUN ')).map((s) => s.attributes['cicd.pipeline.run.id']))).toEqual(new Set([String(runId)]));
     expect(new Set(spans.map((s) => s.spanId)).size).toBe(spans.length);
 
     const [round0, round1] = spans.filter(isRun).sort((x, y) => Number(x.attributes['opschain.run.round']) - Number(y.attributes['opschain.run.round']));
@@ -118,6 +119,8 @@ describe('a run is one OpenTelemetry trace', { timeout: 150_000 }, () => {
       expect(byName['opschain.execute'].endMs).toBeLessThanOrEqual(s.endMs);
     }
     expect(spans).toHaveLength(2 + 5 * 4);
+    // One trace: nothing this run emitted landed outside the caller's trace.
+    expect(receiver.spans).toHaveLength(spans.length);
 
     // Each step ran under its own attempt's span, sampled.
     const lines = fleet.lines('traceparents').map((l) => l.split(' '));
