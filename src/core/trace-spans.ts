@@ -49,6 +49,7 @@ export interface LeaseFacts {
   renewedAt: Date | null;
   token: string;
   lane: number | null;
+  renewals: number;
   /** The replica that claimed and delivered it. */
   holder: string;
 }
@@ -168,7 +169,7 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
   if (lease) {
     l['opschain.lease.token'] = lease.token;
     l['opschain.lease.replica'] = lease.holder;
-    l['opschain.lease.renewed'] = lease.renewedAt !== null;
+    l['opschain.lease.renewals'] = lease.renewals;
     if (lease.ackedAt) l['opschain.lease.ack_wait_ms'] = Math.max(0, lease.ackedAt.getTime() - delivered.getTime());
     if (lease.renewedAt) l['opschain.lease.last_renewed_ms_before_end'] = Math.max(0, a.finishedAt.getTime() - lease.renewedAt.getTime());
   }

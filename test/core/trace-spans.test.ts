@@ -22,7 +22,7 @@ const attempt = (over: Partial<AttemptFacts> = {}): AttemptFacts => ({
   logBytes: 120,
   startedAt: at(2),
   finishedAt: at(10),
-  lease: { readyAt: at(0), claimedAt: at(2), deliveredAt: at(2), ackedAt: at(3), renewedAt: null, token: '77', lane: 2, holder: 'replica-a' },
+  lease: { readyAt: at(0), claimedAt: at(2), deliveredAt: at(2), ackedAt: at(3), renewedAt: null, token: '77', lane: 2, renewals: 0, holder: 'replica-a' },
   ...over,
 });
 
@@ -36,7 +36,7 @@ describe('the spans of an attempt', () => {
     expect(queue).toMatchObject({ spanId: attemptPhaseSpanId(id, 'queue'), parentSpanId: id, start: at(0), end: at(2) });
     expect(queue.attributes).toMatchObject({ 'opschain.queue.lane': 'bulk', 'opschain.queue.wait_ms': 2000 });
     expect(lease).toMatchObject({ spanId: attemptPhaseSpanId(id, 'lease'), start: at(2), end: at(10) });
-    expect(lease.attributes).toMatchObject({ 'cicd.worker.id': 'rnr_1', 'cicd.worker.name': 'build-01', 'opschain.runner.group': 'linux', 'opschain.lease.token': '77', 'opschain.lease.replica': 'replica-a' });
+    expect(lease.attributes).toMatchObject({ 'cicd.worker.id': 'rnr_1', 'cicd.worker.name': 'build-01', 'opschain.runner.group': 'linux', 'opschain.lease.token': '77', 'opschain.lease.replica': 'replica-a', 'opschain.lease.renewals': 0 });
     expect(exec).toMatchObject({ spanId: attemptPhaseSpanId(id, 'execute'), start: at(3), end: at(10) });
     expect(exec.attributes).toMatchObject({ 'process.exit.code': 0, 'opschain.execute.duration_ms': 7000, 'opschain.log.bytes': 120 });
   });

@@ -175,6 +175,7 @@ describe('a step delivered by one replica and completed through another', { time
     const viaB = Object.assign(new TestRunner(b.url), { credential: viaA.credential, runnerId: viaA.runnerId });
     const lease = { step_id: offer.step_id, token: offer.token };
     expect((await viaB.call('ack', { leases: [lease] })).body.results[0]).toMatchObject({ ok: true });
+    expect((await viaB.call('renew', { leases: [lease] })).body.results[0]).toMatchObject({ ok: true });
     expect((await viaB.call('complete', { completions: [{ ...lease, exit_code: 0 }] })).body.results[0]).toMatchObject({ ok: true });
     // A repeat of the completion (a runner retrying an answer it lost) is answered ok and emits nothing more.
     expect((await viaB.call('complete', { completions: [{ ...lease, exit_code: 0 }] })).body.results[0]).toMatchObject({ ok: true });
@@ -191,7 +192,7 @@ describe('a step delivered by one replica and completed through another', { time
     expect(new Set(spans.map((s) => s.spanId)).size).toBe(spans.length);
     // Emitted by b, which recorded the end; the lease span names a, which delivered it.
     expect(new Set(spans.map((s) => s.resource['service.instance.id']))).toEqual(new Set([b.ctx.replicaId]));
-    expect(spans.find((s) => s.name === 'opschain.lease')!.attributes['opschain.lease.replica']).toBe(a.ctx.replicaId);
+    expect(spans.find((s) => s.name === 'opschain.lease')!.attributes).toMatchObject({ 'opschain.lease.replica': a.ctx.replicaId, 'opschain.lease.renewals': 1 });
     const run = spans.find(isRun)!;
     expect(run).toMatchObject({ spanId: runSpanId(traceId, runId, 0), parentSpanId: '' });
     expect(spans.find(isAttempt)!).toMatchObject({ spanId: offer.traceparent.split('-')[2], parentSpanId: run.spanId });

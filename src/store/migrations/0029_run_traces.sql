@@ -12,3 +12,7 @@ ALTER TABLE runs ADD COLUMN trace_round integer NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN trace_round_at timestamptz;
 ALTER TABLE runs ADD CONSTRAINT runs_trace_id_hex CHECK (trace_id IS NULL OR trace_id ~ '^[0-9a-f]{32}$');
 ALTER TABLE runs ADD CONSTRAINT runs_trace_parent_span_hex CHECK (trace_parent_span IS NULL OR trace_parent_span ~ '^[0-9a-f]{16}$');
+
+-- How many times a lease was renewed, for its span (a renewal rewrites the row anyway; NULL is
+-- none, so a lease never renewed carries nothing).
+ALTER TABLE scheduler_job_leases ADD COLUMN renewals integer;
