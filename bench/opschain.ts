@@ -19,6 +19,7 @@ import { floorDrain, type FloorResult } from './floor.js';
 import { paced } from './pace.js';
 import { prequeue, readyCount } from './prequeue.js';
 import { checkpoint, statsReset, costDelta, costSnapshot, costSum, topStatements, walByRelation, walSharesNote, type BenchPostgres, type CostDelta, type Databases, type TopStatement } from './pg.js';
+import { SpanCounter } from './otlp-sink.js';
 import { onCleanup, ServerProcess } from './procs.js';
 import { SimFleet } from './sim-fleet.js';
 import { figure, percentile, perSecond, round, type Figure } from './stats.js';
@@ -105,6 +106,8 @@ interface DrainShape {
   what?: string;
   /** Submitted in calls of this many runs (runSubmitMany) instead of one call per run. */
   bulk?: number;
+  /** More environment for the servers (the traced drain's OTLP endpoint). */
+  serverEnv?: NodeJS.ProcessEnv;
 }
 
 /** Runs `fn` over 0..n-1 with at most `concurrency` in flight. */
@@ -130,7 +133,7 @@ export class OpschainBench {
   }
 
   /** Starts `replicas` real `opschain server start` processes on a fresh database. */
-  async deploy(label: string, replicas: number): Promise<Deployment> {
+  async deploy(label: string, replicas: number, serverEnv?: NodeJS.ProcessEnv): Promise<Deployment> {
     const { env } = this;
     const db = await env.dbs.create(label);
     // The bench submits as a long-lived client does (a server's submit path): its statements prepared.
@@ -152,7 +155,7 @@ export class OpschainBench {
       for (let i = 0; i < replicas; i++) {
         const home = mkdtempSync(join(tmpdir(), `opschain-bench-${label}-`));
         homes.push(home);
-        const server = new ServerProcess({ databaseUrl: db.url, home, cpuProfDir: env.args.cpuProfDir, name: `${label}-${i}` });
+        const server = new ServerProcess({ databaseUrl: db.url, home, cpuProfDir: env.args.cpuProfDir, name: `${label}-${i}`, env: serverEnv });
         servers.push(server);
         await server.ready(async () => readServerRecord(home)?.url);
       }
@@ -225,7 +228,7 @@ export class OpschainBench {
   private async drain(label: string, replicas: number, shape: DrainShape = { runners: this.env.sizes.runners, slots: this.env.sizes.runnerSlots }): Promise<DrainResult> {
     const { env } = this;
     const { sizes } = env;
-    const d = await this.deploy(label, replicas);
+    const d = await this.deploy(label, replicas, shape.serverEnv);
     try {
       const runs = Math.ceil(sizes.throughputSteps / sizes.stepsPerRun);
       const steps = runs * sizes.stepsPerRun;
@@ -459,7 +462,40 @@ export class OpschainBench {
     const f = figure({ scenario: 'throughput', metric: `steps/s (${t.steps} steps, 1 replica, ${this.env.sizes.runners} runners)`, value: t.stepsPerSecond, unit: 'steps/s', baseline: base.jobsPerSecond, better: 'higher', target: '≥ 0.15× graphile-worker' });
     f.met = f.ratio !== null && f.ratio >= 0.15;
     f.note = await this.floorNote(t.stepsPerSecond);
-    return [f];
+    return [f, await this.tracedFigure(t)];
+  }
+
+  /**
+   * The throughput drain again with every run exported as a trace to a collector on loopback
+   * (docs/tracing.md): the cost of traces is this drain's rate against the untraced one's.
+   */
+  private async tracedFigure(untraced: DrainResult): Promise<Figure> {
+    const { sizes } = this.env;
+    const sink = await new SpanCounter().start();
+    const unregister = onCleanup(() => sink.stop());
+    try {
+      const t = await this.drain('throughput-traced', 1, { runners: sizes.runners, slots: sizes.runnerSlots, serverEnv: { OPSCHAIN_TRACING_ENDPOINT: sink.url } });
+      // Four spans an attempt (itself, its queue, lease and execution) and one a run, warm-up included;
+      // the server flushed its buffer when it stopped at the end of the drain.
+      const steps = t.steps + Math.ceil(sizes.warmupSteps / sizes.stepsPerRun) * sizes.stepsPerRun;
+      const expected = steps * 4 + steps / sizes.stepsPerRun;
+      const f = figure({
+        scenario: 'throughput',
+        metric: `steps/s with traces exported (${t.steps} steps, 1 replica, ${sizes.runners} runners)`,
+        value: t.stepsPerSecond,
+        unit: 'steps/s',
+        baseline: untraced.stepsPerSecond,
+        better: 'higher',
+        target: '≥ 0.90× untraced (traces cost ≤ 10%)',
+      });
+      f.met = f.ratio !== null && f.ratio >= 0.9;
+      const cpu = (r: DrainResult) => (r.serverCpuMs === null ? 'n/a' : `${round(r.serverCpuMs / r.steps, 3)}`);
+      f.note = `baseline is the untraced drain; spans received ${sink.spans} of ${expected} in ${sink.requests} exports; server CPU ms/step ${cpu(t)} traced, ${cpu(untraced)} untraced`;
+      return f;
+    } finally {
+      unregister();
+      await sink.stop();
+    }
   }
 
   private async latencyFigures(): Promise<Figure[]> {

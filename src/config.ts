@@ -3,6 +3,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { parseDuration } from './core/duration.js';
+import { SAMPLER_NAMES, type Sampler, type SamplerName } from './core/trace-ids.js';
 
 /** The one typed configuration of a server process. */
 export interface ServerConfig {
@@ -30,6 +31,15 @@ export interface ServerConfig {
   defaultStepTimeoutMs: number;
   /** Hot statements as named prepared statements (off behind a pooler that cannot keep them). */
   preparedStatements: boolean;
+  /** OTLP/HTTP base URL traces go to (`/v1/traces` is appended); unset, with no OTEL endpoint either, traces are off. */
+  tracingEndpoint?: string;
+  tracingSampler: SamplerName;
+  tracingSamplerArg: number;
+  tracingServiceName: string;
+  /** OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: the full traces URL, used when no tracing.endpoint is set. */
+  tracingTracesUrl?: string;
+  /** OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none: no traces whatever the endpoint. */
+  tracingDisabled?: boolean;
 }
 
 export class ConfigError extends Error {
@@ -39,7 +49,7 @@ export class ConfigError extends Error {
   }
 }
 
-type Kind = 'string' | 'url' | 'port' | 'duration' | 'level' | 'int' | 'bool';
+type Kind = 'string' | 'url' | 'httpurl' | 'port' | 'duration' | 'level' | 'int' | 'bool' | 'sampler' | 'ratio';
 interface KeySpec { path: string; env: string; kind: Kind; field: keyof ServerConfig; default?: unknown; doc: string }
 
 /** Every key, in file form (dotted), with its environment variable: the source of docs/config.md. */
@@ -60,6 +70,10 @@ export const CONFIG_KEYS: KeySpec[] = [
   { path: 'replica_id', env: 'OPSCHAIN_REPLICA_ID', kind: 'string', field: 'replicaId', doc: 'override the replica id (default hostname-<random> per boot)' },
   { path: 'logs.max_step_bytes', env: 'OPSCHAIN_LOGS_MAX_STEP_BYTES', kind: 'int', field: 'maxStepLogBytes', default: 10 * 1024 * 1024, doc: 'the most output one step attempt keeps (bytes); past it, one truncation line and nothing more' },
   { path: 'store.prepared_statements', env: 'OPSCHAIN_STORE_PREPARED_STATEMENTS', kind: 'bool', field: 'preparedStatements', default: true, doc: 'send the hot statements as named prepared statements, parsed and planned once per connection; turn off behind a pooler that cannot keep them (PgBouncer in transaction mode before 1.21)' },
+  { path: 'tracing.endpoint', env: 'OPSCHAIN_TRACING_ENDPOINT', kind: 'httpurl', field: 'tracingEndpoint', doc: 'OTLP/HTTP endpoint runs are exported to as traces (docs/tracing.md); OTEL_EXPORTER_OTLP_ENDPOINT is read too. Unset: no traces, at no cost' },
+  { path: 'tracing.sampler', env: 'OTEL_TRACES_SAMPLER', kind: 'sampler', field: 'tracingSampler', default: 'parentbased_always_on', doc: `which runs' traces are kept: ${SAMPLER_NAMES.join(' | ')}` },
+  { path: 'tracing.sampler_arg', env: 'OTEL_TRACES_SAMPLER_ARG', kind: 'ratio', field: 'tracingSamplerArg', default: 1, doc: 'the ratio of the traceidratio samplers, 0 to 1' },
+  { path: 'tracing.service_name', env: 'OTEL_SERVICE_NAME', kind: 'string', field: 'tracingServiceName', default: 'opschain', doc: 'service.name of the exported spans' },
   { path: 'steps.default_timeout', env: 'OPSCHAIN_STEPS_DEFAULT_TIMEOUT', kind: 'duration', field: 'defaultStepTimeoutMs', default: 3_600_000, doc: 'the timeout of a step whose run file sets none' },
 ];
 
@@ -88,6 +102,24 @@ function coerce(spec: KeySpec, raw: unknown): unknown {
         fail('a postgres:// URL');
       }
       return raw;
+    }
+    case 'httpurl': {
+      if (typeof raw !== 'string') fail('an http:// or https:// URL');
+      try {
+        const u = new URL(raw as string);
+        if (u.protocol !== 'http:' && u.protocol !== 'https:') fail('an http:// or https:// URL');
+      } catch {
+        fail('an http:// or https:// URL');
+      }
+      return raw;
+    }
+    case 'sampler':
+      if (typeof raw !== 'string' || !(SAMPLER_NAMES as readonly string[]).includes(raw)) fail(SAMPLER_NAMES.join(' | '));
+      return raw;
+    case 'ratio': {
+      const n = typeof raw === 'number' ? raw : /^\d*\.?\d+$/.test(String(raw)) ? Number(raw) : NaN;
+      if (!(n >= 0 && n <= 1)) fail('a ratio from 0 to 1');
+      return n;
     }
     case 'port': {
       const n = typeof raw === 'number' ? raw : /^\d+$/.test(String(raw)) ? Number(raw) : NaN;
@@ -167,6 +199,7 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
     let raw: unknown = sources.flags?.[spec.path];
     if (raw === undefined) raw = env[spec.env];
     if (raw === undefined && spec.field === 'databaseUrl') raw = env.DATABASE_URL;
+    if (raw === undefined && spec.field === 'tracingEndpoint') raw = env.OTEL_EXPORTER_OTLP_ENDPOINT;
     if (raw === undefined) raw = fileValues.get(spec.path);
     if (raw === undefined || raw === '') {
       config[spec.field] = spec.default;
@@ -175,5 +208,26 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
     config[spec.field] = coerce(spec, raw);
   }
   config.home = resolve(config.home as string);
+  if (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) config.tracingTracesUrl = coerce({ ...CONFIG_KEYS.find((k) => k.field === 'tracingEndpoint')!, path: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' }, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true' || env.OTEL_TRACES_EXPORTER?.trim().toLowerCase() === 'none') config.tracingDisabled = true;
   return config as unknown as ServerConfig;
+}
+
+/** Where a replica sends its traces, and how it samples them; undefined when traces are off. */
+export interface TracingSettings {
+  /** The full traces URL. */
+  url: string;
+  sampler: Sampler;
+  serviceName: string;
+}
+
+/**
+ * Traces are on when an endpoint is configured (the key, or the standard OTEL variables) and
+ * OpenTelemetry is not disabled (OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none).
+ */
+export function tracingSettings(config: ServerConfig): TracingSettings | undefined {
+  if (config.tracingDisabled) return undefined;
+  const url = config.tracingEndpoint ? `${config.tracingEndpoint.replace(/\/+$/, '')}/v1/traces` : config.tracingTracesUrl;
+  if (!url) return undefined;
+  return { url, sampler: { name: config.tracingSampler, ratio: config.tracingSamplerArg }, serviceName: config.tracingServiceName };
 }

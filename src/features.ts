@@ -3,6 +3,7 @@ import { postureExpiryPass } from './dispatch/postures.js';
 import { orchestratorHooks } from './orchestrator/progress.js';
 import { historyRetentionPass } from './orchestrator/retention.js';
 import type { LeaderDutyOf, ReplicaPlan } from './server.js';
+import { RunTracing, tracedHooks } from './telemetry/run-tracing.js';
 import { TRIGGER_RETENTION_MS, triggerHousekeepingDuty } from './triggers/feature.js';
 
 /** The leader's duties a replica may run beyond coordination's own, each once across the replicas. */
@@ -16,11 +17,15 @@ export const leaderDuties = {
 
 /** What every production replica runs. */
 export function serverPlan(): ReplicaPlan {
+  // The hooks coordination and dispatch share emit the runs' spans through it (when it exports).
+  const tracing = new RunTracing();
+  const hooks = tracedHooks(orchestratorHooks, tracing);
   return {
+    tracing,
     metrics: {},
-    coordination: { hooks: orchestratorHooks, leaderDuties: [leaderDuties.expirySweep, leaderDuties.postureExpiry, leaderDuties.historyRetention, leaderDuties.triggerHousekeeping] },
+    coordination: { hooks, leaderDuties: [leaderDuties.expirySweep, leaderDuties.postureExpiry, leaderDuties.historyRetention, leaderDuties.triggerHousekeeping] },
     ops: true,
-    dispatch: { hooks: orchestratorHooks, ownExpiryLoop: false },
+    dispatch: { hooks, ownExpiryLoop: false },
     webhooks: true,
     launch: {},
   };

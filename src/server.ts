@@ -23,6 +23,8 @@ import { startEmbeddedStore, type EmbeddedStore } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
 import { createPool, type Pool } from './store/pool.js';
 import { storeTopology } from './store/topology.js';
+import { startTracing } from './telemetry/feature.js';
+import type { RunTracing } from './telemetry/run-tracing.js';
 import { replicaRegister, replicaSetAddress, replicaStop } from './store/replicas.js';
 import { tokenCreate } from './store/tokens.js';
 import { VERSION } from './version.js';
@@ -63,6 +65,8 @@ export interface ReplicaPlan {
   dispatch?: DispatchFeatureOptions;
   /** Signed webhook calls. */
   webhooks?: boolean;
+  /** Runs exported as traces when an OTLP endpoint is configured; the hooks above emit through it. */
+  tracing?: RunTracing;
   /** The launch loop (on the leader). */
   launch?: LaunchFeatureOptions;
 }
@@ -121,8 +125,10 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     const events = new EventEmitter();
     events.setMaxListeners(0);
     const env: ReplicaEnv = { config, pool, log, clock, replicaId, readiness, events, databaseUrl, listenUrl: topology.listenUrl };
+    // Tracing first, so it stops last: the spans of the other parts' last work go out with it.
+    const tracing = opts.plan?.tracing ? await startTracing(env, opts.plan.tracing) : undefined;
     const built = buildReplica(app, env, opts.plan ?? {});
-    parts = built.parts;
+    parts = tracing ? [tracing, ...built.parts] : built.parts;
     await app.listen({ port: config.port, host: config.host });
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.port;

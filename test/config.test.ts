@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, redactUrl } from '../src/config.js';
+import { ConfigError, loadConfig, redactUrl, tracingSettings } from '../src/config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'opschain-config-'));
 const file = (name: string, text: string) => {
@@ -77,5 +77,37 @@ describe('loadConfig', () => {
 
   it('refuses a bad duration from the environment', () => {
     expect(() => loadConfig({ env: { OPSCHAIN_POLL_WINDOW: '5 parsecs' } })).toThrow(/poll_window: expected a duration/);
+  });
+});
+
+describe('tracing settings', () => {
+  it('are off by default', () => {
+    expect(tracingSettings(loadConfig({ env: {} }))).toBeUndefined();
+  });
+
+  it('come from the standard OTEL variables', () => {
+    const c = loadConfig({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/', OTEL_SERVICE_NAME: 'ci-dispatch', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' } });
+    expect(tracingSettings(c)).toEqual({ url: 'http://collector:4318/v1/traces', sampler: { name: 'parentbased_traceidratio', ratio: 0.25 }, serviceName: 'ci-dispatch' });
+    // The traces endpoint is a full URL, used as it is.
+    expect(tracingSettings(loadConfig({ env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://tempo:4318/otlp/v1/traces' } }))?.url).toBe('https://tempo:4318/otlp/v1/traces');
+  });
+
+  it('the environment wins over the file as for every key, OPSCHAIN_TRACING_ENDPOINT over the OTEL one; OTEL_SDK_DISABLED turns traces off', () => {
+    const tracing = file('tracing.yaml', 'tracing:\n  endpoint: http://b:4318\n  sampler: always_on\n');
+    expect(tracingSettings(loadConfig({ env: {}, configFile: tracing }))).toEqual({ url: 'http://b:4318/v1/traces', sampler: { name: 'always_on', ratio: 1 }, serviceName: 'opschain' });
+    expect(tracingSettings(loadConfig({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318' }, configFile: tracing }))?.url).toBe('http://a:4318/v1/traces');
+    expect(tracingSettings(loadConfig({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OPSCHAIN_TRACING_ENDPOINT: 'http://c:4318' } }))?.url).toBe('http://c:4318/v1/traces');
+    expect(tracingSettings(loadConfig({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_SDK_DISABLED: 'true' } }))).toBeUndefined();
+    expect(tracingSettings(loadConfig({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_TRACES_EXPORTER: 'none' } }))).toBeUndefined();
+  });
+
+  it.each([
+    [{ OTEL_TRACES_SAMPLER: 'sometimes' }, /tracing.sampler: expected always_on \| always_off/],
+    [{ OTEL_TRACES_SAMPLER_ARG: '1.5' }, /tracing.sampler_arg: expected a ratio from 0 to 1/],
+    [{ OPSCHAIN_TRACING_ENDPOINT: 'collector:4318' }, /tracing.endpoint: expected an http:\/\/ or https:\/\/ URL/],
+    [{ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'grpc://x' }, /OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: expected an http:\/\/ or https:\/\/ URL/],
+  ])('refuses %j, naming the key', (env, why) => {
+    expect(() => loadConfig({ env })).toThrow(ConfigError);
+    expect(() => loadConfig({ env })).toThrow(why);
   });
 });

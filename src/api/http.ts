@@ -1,6 +1,7 @@
 import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyRequest, type RouteOptions } from 'fastify';
+import { traceLogFields } from '../core/trace-ids.js';
 import type { Logger } from '../logger.js';
 import { installErrorHandler } from './errors.js';
 import type { Readiness } from './readiness.js';
@@ -76,6 +77,8 @@ export function createHttpServer(deps: HttpDeps): FastifyInstance {
     onConstructorPoisoning: 'error',
     routerOptions: { maxParamLength: 200 },
     clientErrorHandler: clientError,
+    // A request that carries a W3C traceparent logs under its trace: the lines join the trace.
+    childLoggerFactory: (logger, bindings, opts, raw) => logger.child({ ...bindings, ...traceLogFields(raw.headers.traceparent) }, opts),
   });
   const routes: RouteRecord[] = [];
   routeTables.set(app, routes);

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { parseTraceParent } from '../core/trace-ids.js';
 import { Invalid } from '../errors.js';
 import type { OpsContext } from '../ops/context.js';
 import { DOMAIN, pathParams, VERBS, type FieldSchema, type Verb, type VerbSpec } from '../ops/verbs.js';
@@ -72,6 +73,22 @@ function verbInput(spec: VerbSpec, req: FastifyRequest): Record<string, unknown>
 }
 
 /**
+ * A verb that takes a traceparent takes the W3C header when its input names none. A header that
+ * does not parse is ignored, as the W3C recommendation has it (the run starts a trace of its
+ * own); the same text given as the field is refused as bad input.
+ */
+function traceparentFromHeader(input: Record<string, unknown>, req: FastifyRequest): void {
+  const header = req.headers.traceparent;
+  if (input.traceparent !== undefined || typeof header !== 'string') return;
+  try {
+    parseTraceParent(header);
+    input.traceparent = header;
+  } catch {
+    req.log.debug({ traceparent: header }, 'traceparent header ignored: not a W3C traceparent');
+  }
+}
+
+/**
  * The HTTP API of every verb (VERBS of src/ops): one route per verb, closed without a token whose
  * scope covers the verb, answering what the verb's domain function returns. Errors are the error
  * handler's: `{"error": {"code", "message"}}` with the status of the domain error's kind.
@@ -95,6 +112,7 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: Pick<ReplicaEnv, 'p
       },
       handler: async (req: FastifyRequest, reply: FastifyReply) => {
         const input = verbInput(spec, req);
+        if ('traceparent' in spec.fields) traceparentFromHeader(input, req);
         const parks = spec.longPoll && typeof input.waitMs === 'number' && input.waitMs > 0 ? req.adminToken?.id : undefined;
         if (parks !== undefined) {
           const parked = parkedBy.get(parks) ?? 0;

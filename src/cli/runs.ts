@@ -1,5 +1,6 @@
 import { userInfo } from 'node:os';
 import { formatDuration } from '../core/duration.js';
+import { parseTraceParent } from '../core/trace-ids.js';
 import { Invalid, TimedOut } from '../errors.js';
 import { followRun } from '../ops/follow.js';
 import type { Ops, OpsOutput } from '../ops/index.js';
@@ -59,4 +60,20 @@ export function runOutcomeLines(view: OpsOutput<'runsShow'>): string[] {
   const t = table(RUN_TABLE_HEAD);
   t.push(...runTreeRows(view));
   return [t.toString(), runHeadline(view)];
+}
+
+/**
+ * The TRACEPARENT a CI job exported, when it is one: a run submitted from the job joins its trace.
+ * A malformed value is not the user's typing (the flag's would be refused): it is set aside with
+ * a warning and the run starts a trace of its own.
+ */
+export function callerTraceParent(value: string | undefined, warn: (message: string) => void): string | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  try {
+    parseTraceParent(value);
+    return value.trim();
+  } catch (err) {
+    warn(`TRACEPARENT ignored: ${(err as Error).message}`);
+    return undefined;
+  }
 }

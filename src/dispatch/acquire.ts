@@ -56,7 +56,7 @@ async function acquireOffers(deps: DispatchDeps, req: AcquireRequest & { oneTick
   const replay = req.fresh ? [] : await leaseByRequest(deps.pool, { runnerId: req.runner.id, requestId: req.requestId });
   if (replay.length > 0) {
     const details = await offerDetails(deps.pool, replay.map((l) => l.stepId));
-    return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs, deps.defaultStepTimeoutMs));
+    return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs, deps.defaultStepTimeoutMs, deps.traceSampler));
   }
   if (req.runner.drained || req.holdEmpty) {
     if (!req.oneTick) await systemClock.sleep(req.waitMs, req.signal);

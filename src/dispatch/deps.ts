@@ -1,5 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { FairShare } from '../core/stride.js';
+import type { Sampler } from '../core/trace-ids.js';
 import type { Logger } from '../logger.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import type { Pool } from '../store/pool.js';
@@ -29,6 +30,10 @@ export interface DispatcherOptions {
    * table to autovacuum. Default LEASE_VACUUM_EVERY.
    */
   leaseVacuumEvery?: number;
+  /** Set when this replica exports traces: offers name their attempt's span, sampled by it. */
+  traceSampler?: Sampler;
+  /** Completions read back their lease's times, for the attempt's spans (set with traceSampler). */
+  traceLeases?: boolean;
   /** Shapes of unplaced entries judged claimable a moment ago, not judged again every tick; absent: every tick judges. */
   recentlyClaimable?: RecentlyClaimable;
   /** The local clock of the dispatcher's own cadence (how long a sighting of an empty queue holds). */

@@ -1,3 +1,4 @@
+import type { Sampler } from '../core/trace-ids.js';
 import type { QueueEntry } from '../core/entry.js';
 import { CAPACITY_RETURNS, planDelivery, type FleetRunner, type PlanOutput } from '../core/plan.js';
 import { FairShare } from '../core/stride.js';
@@ -117,6 +118,8 @@ export class Dispatcher implements DispatchDeps {
   readonly events: EventEmitter;
   readonly leaseVacuumEvery?: number;
   readonly recentlyClaimable?: RecentlyClaimable;
+  readonly traceSampler?: Sampler;
+  readonly traceLeases?: boolean;
   readonly registry = new WaiterRegistry();
   readonly fair = new FairShare();
   readonly seen: QueueSeen;
@@ -140,6 +143,8 @@ export class Dispatcher implements DispatchDeps {
     this.events = opts.events;
     this.leaseVacuumEvery = opts.leaseVacuumEvery;
     this.recentlyClaimable = opts.recentlyClaimable;
+    this.traceSampler = opts.traceSampler;
+    this.traceLeases = opts.traceLeases;
     this.seen = new QueueSeen(opts.now ?? (() => Date.now()), POLL_BUSY_MS);
     this.groupCommit = new LeaseGroupCommit(this);
   }
@@ -410,7 +415,7 @@ export class Dispatcher implements DispatchDeps {
     for (const { lease, call } of delivered) {
       let mine = perCall.get(call);
       if (!mine) perCall.set(call, (mine = { offers: [], leases: [] }));
-      mine.offers.push(toOffer(lease, details.get(lease.stepId), this.ttlMs, this.defaultStepTimeoutMs));
+      mine.offers.push(toOffer(lease, details.get(lease.stepId), this.ttlMs, this.defaultStepTimeoutMs, this.traceSampler));
       mine.leases.push(lease);
     }
     const orphaned: DeliveredLease[] = [];

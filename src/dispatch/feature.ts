@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
-import type { ServerConfig } from '../config.js';
+import { tracingSettings, type ServerConfig } from '../config.js';
 import type { ReplicaPart, ShardOwnership } from '../context.js';
 import { SHARD_FALLBACK_MS } from '../core/entry.js';
 import type { Logger } from '../logger.js';
@@ -25,7 +25,7 @@ export interface DispatchFeatureOptions {
 
 /** What the dispatch plane of a replica is built from. */
 export interface DispatchEnv {
-  config: Pick<ServerConfig, 'site' | 'leaseTtlMs' | 'acceptExceeding' | 'defaultStepTimeoutMs'>;
+  config: ServerConfig;
   pool: Pool;
   log: Logger;
   clock: Clock;
@@ -51,6 +51,7 @@ export interface DispatchPlane extends ReplicaPart {
  * runner protocol routes that serve it are the API layer's (src/api/runner-api.ts).
  */
 export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, opts: DispatchFeatureOptions): DispatchPlane {
+  const tracing = tracingSettings(env.config);
   const dispatcher = new Dispatcher({
     pool: env.pool,
     log: env.log.child({ component: 'dispatch' }),
@@ -68,6 +69,7 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
     events: env.events,
     recentlyClaimable: new RecentlyClaimable(() => env.clock.now()),
     now: () => env.clock.now(),
+    ...(tracing ? { traceSampler: tracing.sampler, traceLeases: true } : {}),
   });
   const { log, registry } = dispatcher;
   const loops: LoopHandle[] = [];

@@ -39,7 +39,7 @@ export const LEASE_VACUUM_EVERY = 5_000;
  * completions (calls that were in flight together may be ordered either way). A completion whose
  * lease is gone answers ok only when that runner already completed it with that token.
  */
-export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 'ttlMs' | 'hooks'>, calls: Call[]): Promise<GroupApplied> {
+export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 'ttlMs' | 'hooks' | 'traceLeases'>, calls: Call[]): Promise<GroupApplied> {
   const of = (k: Call['kind']) => calls.filter((c) => c.kind === k);
   const acked = await leaseAck(client, { ttlMs: deps.ttlMs, items: of('ack').flatMap((c) => c.items) });
   const renewed = await leaseRenew(client, { ttlMs: deps.ttlMs, items: of('renew').flatMap((c) => c.items) });
@@ -48,7 +48,7 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
   const completed = new Map<string, { count: number; freed: Set<string> }>();
   const statuses = { succeeded: 0, failed: 0 };
   if (completions.length > 0) {
-    const rows = await leaseComplete(client, { items: completions });
+    const rows = await leaseComplete(client, { items: completions, times: deps.traceLeases });
     // The first completion of a lease in the group is the one recorded, as it would be alone.
     const byKey = new Map<string, CompletionRef>();
     for (const c of completions) if (!byKey.has(heldKey(c))) byKey.set(heldKey(c), c);
@@ -70,6 +70,7 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
         exitCode: c.exitCode,
         cause: c.cause ?? (c.exitCode === 0 ? null : `exited with code ${c.exitCode}`),
         runnerId: lease.runnerId,
+        ...(lease.times ? { lease: lease.times } : {}),
       };
     });
     await deps.hooks.stepsFinished(client, outcomes);

@@ -57,7 +57,7 @@ export async function releaseLeases(deps: DispatchDeps, runnerId: string, items:
     const rows = await leaseReturn(client, { items, runnerId, newAttempt: true });
     const reasons = new Map(items.map((i) => [i.stepId, i.reason]));
     for (const l of rows) {
-      await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt + 1, reason: reasons.get(l.stepId) ?? 'released by the runner' });
+      await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt + 1, reason: reasons.get(l.stepId) ?? 'released by the runner', lease: l });
     }
     return new Set(rows.map((r) => r.stepId));
   });
@@ -87,7 +87,7 @@ export async function expireOnce(deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'ev
   const out = await withTransaction(deps.pool, async (client) => {
     const unacked = await leaseRequeueUnacked(client, { limit });
     for (const l of unacked) {
-      await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt + 1, reason: 'offer not acknowledged by its deadline' });
+      await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt + 1, reason: 'offer not acknowledged by its deadline', lease: l });
     }
     const { lost, returned } = await leaseExpireDue(client, { limit });
     const pins = await pinsForRuns(client, [...new Set(lost.filter((l) => l.runScope).map((l) => l.runId))]);
@@ -104,6 +104,7 @@ export async function expireOnce(deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'ev
           cause: pinnedLost ? `${RUNNER_LOST_CAUSE} (pinned runner ${l.runnerId} lost)` : RUNNER_LOST_CAUSE,
           runnerId: l.runnerId,
           event: pinnedLost ? 'pinned_runner_lost' : 'runner_lost',
+          lease: l,
         };
       }),
     );

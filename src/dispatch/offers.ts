@@ -1,3 +1,4 @@
+import { stepTraceParent, type Sampler } from '../core/trace-ids.js';
 import type { LeaseRow, OfferDetail } from '../store/leases.js';
 
 /** One offer as the runner protocol carries it (docs/runner-protocol.md). */
@@ -20,6 +21,8 @@ export interface Offer {
    * made no ack call. Never sent now: every offer waits for the runner's ack.
    */
   acked?: boolean;
+  /** The W3C traceparent the step runs under (its attempt's span); the runner sets TRACEPARENT to it. */
+  traceparent?: string;
   /** Runs a webhook started: its payload, which the runner writes to the file OPSCHAIN_WEBHOOK_PAYLOAD names. */
   webhook_payload?: string;
 }
@@ -35,8 +38,18 @@ export function renewIntervalMs(ttlMs: number): number {
   return Math.max(500, Math.min(RENEW_INTERVAL_MS, Math.floor(ttlMs / 3)));
 }
 
-/** The offer of a delivered lease; a step with no timeout of its own gets `defaultTimeoutMs` (steps.default_timeout). */
-export function toOffer(lease: Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'maxParallel' | 'runScope'>, detail: OfferDetail | undefined, ttlMs: number, defaultTimeoutMs?: number): Offer {
+/**
+ * The offer of a delivered lease; a step with no timeout of its own gets `defaultTimeoutMs`
+ * (steps.default_timeout). `traceSampler` is set when this replica exports traces.
+ */
+export function toOffer(
+  lease: Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'maxParallel' | 'runScope'>,
+  detail: OfferDetail | undefined,
+  ttlMs: number,
+  defaultTimeoutMs?: number,
+  traceSampler?: Sampler,
+): Offer {
+  const traceparent = detail ? stepTraceParent({ id: lease.runId, ...detail.trace }, lease.stepId, lease.attempt, traceSampler) : undefined;
   return {
     step_id: lease.stepId,
     run_id: lease.runId,
@@ -52,5 +65,6 @@ export function toOffer(lease: Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | '
     max_parallel_steps: detail?.maxParallelSteps ?? lease.maxParallel,
     run_scope: lease.runScope,
     ...(detail?.webhookPayload != null ? { webhook_payload: detail.webhookPayload } : {}),
+    ...(traceparent ? { traceparent } : {}),
   };
 }

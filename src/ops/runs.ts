@@ -1,4 +1,5 @@
 import { systemClock } from '../clock.js';
+import { parseTraceParent, TraceParentError, type TraceParent } from '../core/trace-ids.js';
 import { queuedStepVerdicts } from '../dispatch/queued-verdicts.js';
 import { Invalid } from '../errors.js';
 import { runCancel, type RunCancelled } from '../orchestrator/cancel.js';
@@ -21,10 +22,22 @@ function runId(id: unknown): number {
   return id;
 }
 
-/** `runs submit`: validates the run file (YAML or JSON text, with `--set` overrides) and starts the run. */
-export async function runsSubmit(ctx: OpsContext, p: { file: string; set?: string[] }): Promise<RunView> {
+/**
+ * `runs submit`: validates the run file (YAML or JSON text, with `--set` overrides) and starts the
+ * run; with a W3C `traceparent` the run's trace joins the caller's.
+ */
+export async function runsSubmit(ctx: OpsContext, p: { file: string; set?: string[]; traceparent?: string }): Promise<RunView> {
+  let trace: TraceParent | undefined;
+  if (p.traceparent !== undefined) {
+    try {
+      trace = parseTraceParent(p.traceparent);
+    } catch (err) {
+      if (err instanceof TraceParentError) throw new Invalid(err.message);
+      throw err;
+    }
+  }
   const loaded = runFileLoad(p.file, p.set ?? []);
-  const { runId: id } = await runSubmit(ctx.pool, loaded, { actor: ctx.actor, source: ctx.source });
+  const { runId: id } = await runSubmit(ctx.pool, loaded, { actor: ctx.actor, source: ctx.source, ...(trace ? { trace } : {}) });
   const snap = await runSnapshot(ctx.pool, id);
   return runView(snap.run, snap.steps, snap.now);
 }

@@ -122,7 +122,12 @@ export const VERBS: Record<Verb, VerbSpec> = {
     method: 'POST',
     path: '/api/runs',
     scope: 'runs',
-    fields: { file: { type: 'string', minLength: 1, maxLength: 4_194_304, pattern: SAFE_TEXT_PATTERN }, set: { type: 'array', items: text(10_000), maxItems: 256 } },
+    fields: {
+      file: { type: 'string', minLength: 1, maxLength: 4_194_304, pattern: SAFE_TEXT_PATTERN },
+      set: { type: 'array', items: text(10_000), maxItems: 256 },
+      // The header of the same name is read when the body has none (src/api/ops-routes.ts).
+      traceparent: text(256),
+    },
     required: ['file'],
     bodyLimit: 8 * 1024 * 1024,
   },

@@ -1,4 +1,4 @@
-import type { DeliveryWrite } from '../store/leases.js';
+import type { DeliveryWrite, LeaseTimes } from '../store/leases.js';
 import type { PoolClient } from '../store/pool.js';
 
 /** How a leased attempt ended, as the lease lifecycle reports it to the orchestrator. */
@@ -13,6 +13,14 @@ export interface StepOutcome {
   runnerId: string | null;
   /** `runner_lost` or `pinned_runner_lost` for expiries; null otherwise. */
   event?: string | null;
+  /** The ended lease's times, when the caller read them (traces on): the attempt's spans show them. */
+  lease?: LeaseTimes;
+}
+
+/** What a finish recorded: the attempts that were current and ended, and the runs that ended with them. */
+export interface StepsEnded {
+  attempts: Array<{ stepId: number; runId: number; attempt: number; status: string }>;
+  runs: number[];
 }
 
 /**
@@ -23,7 +31,7 @@ export interface OrchestratorHooks {
   /** A step's attempt was delivered to a runner: the step is running there. */
   stepStarted(client: PoolClient, p: { stepId: number; attempt: number; runnerId: string }): Promise<void>;
   /** A step's attempt finished (complete, or expiry as runner_lost): record, roll up, enqueue what became ready. */
-  stepFinished(client: PoolClient, outcome: StepOutcome): Promise<void>;
+  stepFinished(client: PoolClient, outcome: StepOutcome): Promise<StepsEnded | void>;
   /** Batch form of stepStarted, one tick's deliveries at once. */
   stepsStarted(client: PoolClient, items: Array<{ stepId: number; attempt: number; runnerId: string }>): Promise<void>;
   /**
@@ -32,7 +40,7 @@ export interface OrchestratorHooks {
    */
   stepsStartedWithDelivery?: DeliveryWrite;
   /** Batch form of stepFinished: each run is locked and rolled up once for all its outcomes. */
-  stepsFinished(client: PoolClient, outcomes: StepOutcome[]): Promise<void>;
+  stepsFinished(client: PoolClient, outcomes: StepOutcome[]): Promise<StepsEnded | void>;
   /** A step's attempt went back to the queue as a new attempt (release, un-acked offer, reclaimed exposed claim). */
-  stepRequeued(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string }): Promise<void>;
+  stepRequeued(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string; lease?: LeaseTimes }): Promise<void>;
 }

@@ -21,7 +21,7 @@ import {
   stepsFinishClose,
   type RunRow,
 } from '../store/runs.js';
-import type { OrchestratorHooks, StepOutcome } from './contract.js';
+import type { OrchestratorHooks, StepOutcome, StepsEnded } from './contract.js';
 import { enqueueFreedSteps } from './enqueue.js';
 
 /**
@@ -54,19 +54,19 @@ async function failPinnedRun(client: PoolClient, run: Pick<RunRow, 'id'>, runner
  * when it began, and a count that waited for another transaction's lock on the run would judge
  * the run by steps that transaction has since finished.
  */
-async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Promise<void> {
+async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Promise<StepsEnded> {
   const known: StepOutcome[] = [];
   for (const o of outcomes) {
     const runId = o.runId ?? (await stepGet(client, o.stepId))?.runId;
     if (runId !== undefined) known.push({ ...o, runId });
   }
-  if (known.length === 0) return;
+  if (known.length === 0) return NOTHING_ENDED;
   const { finished, runs: counted } = await stepsFinishClose(
     client,
     known.map((o) => ({ stepId: o.stepId, attempt: o.attempt, status: o.status, exitCode: o.exitCode, cause: o.cause, runnerId: o.runnerId, seal: o.status === 'system_error' })),
   );
   // A stale attempt, a duplicate completion, or a step already cancelled is not among `finished`.
-  if (finished.length === 0) return;
+  if (finished.length === 0) return NOTHING_ENDED;
   const outcomeOf = new Map(known.map((o) => [o.stepId, o]));
 
   const freed = await stepsReleaseAfter(client, finished.filter((s) => s.status === 'succeeded' && s.dependents > 0).map((s) => ({ runId: s.runId, name: s.name })));
@@ -96,8 +96,11 @@ async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Prom
     }
     if (open <= 0) ending.push(run.id);
   }
-  await runsFinish(client, { runIds: ending });
+  const ended = await runsFinish(client, { runIds: ending });
+  return { attempts: finished.map((s) => ({ stepId: s.id, runId: s.runId, attempt: s.attempt, status: s.status })), runs: ended.map((r) => r.id) };
 }
+
+const NOTHING_ENDED: StepsEnded = { attempts: [], runs: [] };
 
 export const orchestratorHooks: OrchestratorHooks = {
   // The attempt's started line is not written here: starting the step reserves its id, and the
@@ -107,7 +110,7 @@ export const orchestratorHooks: OrchestratorHooks = {
   },
 
   async stepFinished(client, o: StepOutcome) {
-    await finishOutcomes(client, [o]);
+    return finishOutcomes(client, [o]);
   },
 
   async stepsStarted(client, items) {
@@ -117,7 +120,7 @@ export const orchestratorHooks: OrchestratorHooks = {
   stepsStartedWithDelivery: stepsStartSql,
 
   async stepsFinished(client, outcomes) {
-    await finishOutcomes(client, outcomes);
+    return finishOutcomes(client, outcomes);
   },
 
   async stepRequeued(client, p) {

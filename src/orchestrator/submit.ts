@@ -3,6 +3,7 @@ import { classify, placementFromBinding } from '../core/classify.js';
 import type { Pool, PoolClient } from '../store/pool.js';
 import { placementBindingsOver } from '../store/placement.js';
 import { runsInsertQueued, type RunToQueue } from '../store/runs.js';
+import type { TraceParent } from '../core/trace-ids.js';
 import type { LoadedRunFile } from './runfile.js';
 
 export interface RunSubmitted {
@@ -15,6 +16,8 @@ export interface RunSubmitted {
 export interface SubmitBy {
   actor: string;
   source?: string;
+  /** The caller's trace context (a W3C traceparent): the run joins that trace. */
+  trace?: TraceParent;
 }
 
 /** Runs, and steps in all, one submit group may carry: a group is one statement, and these bound its size. */
@@ -93,6 +96,7 @@ async function submitRuns(db: Pool | PoolClient, items: Array<{ file: LoadedRunF
       createdBy: by.actor,
       queue,
       audit: { actor: by.actor, action: 'runs.submit', source: by.source ?? null, detail: { name: d.name, project: d.project, steps: d.steps.length } },
+      ...(by.trace ? { trace: by.trace } : {}),
     };
   });
   return runsInsertQueued(db, runs);

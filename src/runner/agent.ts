@@ -313,7 +313,7 @@ export class RunnerAgent {
       abandoned: false,
       completing: false,
       batcher: new LogBatcher({
-        send: (chunks, giveUp) => this.client.logs(offer.step_id, offer.token, chunks, AbortSignal.any([this.hardAbort.signal, giveUp])),
+        send: (chunks, giveUp) => this.client.logs(offer.step_id, offer.token, chunks, AbortSignal.any([this.hardAbort.signal, giveUp]), offer.traceparent),
         onLost: () => this.leaseLost(step, 'logs'),
         onError: (err) => {
           if (err instanceof CredentialInvalidError) this.fail(err);

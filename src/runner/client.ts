@@ -66,6 +66,8 @@ interface CallOptions {
   max500s?: number;
   /** The body of every send after the first (a retry), when it differs. */
   retryBody?: unknown;
+  /** The step attempt's W3C traceparent: the server's log lines about the call join its trace. */
+  traceparent?: string;
 }
 
 /** A log batch answered 500 this many times is refused for good: the batch is dropped, the step goes on. */
@@ -191,8 +193,8 @@ export class RunnerClient {
   }
 
   /** Appends chunks to the step's log; 'lost' when the lease is fenced, 'full' when the step's log reached its cap. */
-  async logs(stepId: number, token: string, chunks: LogChunk[], signal?: AbortSignal): Promise<'ok' | 'lost' | 'full'> {
-    const r = await this.call('logs', { step_id: stepId, token, chunks }, { auth: true, timeoutMs: this.timeoutMs, signal, max500s: LOG_MAX_500S });
+  async logs(stepId: number, token: string, chunks: LogChunk[], signal?: AbortSignal, traceparent?: string): Promise<'ok' | 'lost' | 'full'> {
+    const r = await this.call('logs', { step_id: stepId, token, chunks }, { auth: true, timeoutMs: this.timeoutMs, signal, max500s: LOG_MAX_500S, traceparent });
     if (r.status === 409) return 'lost';
     return r.body?.truncated === true ? 'full' : 'ok';
   }
@@ -221,6 +223,7 @@ export class RunnerClient {
       try {
         const headers: Record<string, string> = { 'content-type': 'application/json' };
         if (opts.auth && this.credential) headers.authorization = `Bearer ${this.credential}`;
+        if (opts.traceparent) headers.traceparent = opts.traceparent;
         const timeout = AbortSignal.timeout(opts.timeoutMs);
         const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
         const res = await this.fetchImpl(url, { method: 'POST', headers, body: payload, signal });

@@ -75,7 +75,7 @@ export function resolveStepUser(name: string, ownUid = process.getuid?.() ?? -1)
  * The whole environment of one step: the inherited few, what `--pass-env` allows, the run's and
  * step's own `env`, and the step's identity. Nothing else of the runner's environment.
  */
-export function stepEnvironment(p: { runnerEnv: NodeJS.ProcessEnv; passEnv: string[]; stepUser?: StepUser; offer: Pick<Offer, 'env' | 'run_id' | 'step' | 'attempt' | 'webhook_payload'>; dir: string }): NodeJS.ProcessEnv {
+export function stepEnvironment(p: { runnerEnv: NodeJS.ProcessEnv; passEnv: string[]; stepUser?: StepUser; offer: Pick<Offer, 'env' | 'run_id' | 'step' | 'attempt' | 'webhook_payload' | 'traceparent'>; dir: string }): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const k of STEP_ENV_INHERITED) if (p.runnerEnv[k] !== undefined) env[k] = p.runnerEnv[k];
   env.PATH ??= DEFAULT_PATH;
@@ -103,5 +103,7 @@ export function stepEnvironment(p: { runnerEnv: NodeJS.ProcessEnv; passEnv: stri
   });
   // A run a webhook started: the agent writes its payload to this file before the step starts.
   if (p.offer.webhook_payload !== undefined) env.OPSCHAIN_WEBHOOK_PAYLOAD = join(p.dir, WEBHOOK_PAYLOAD_FILE);
+  // The attempt's span (W3C trace context), so the tools the step runs continue the run's trace.
+  if (p.offer.traceparent !== undefined) env.TRACEPARENT = p.offer.traceparent;
   return env;
 }

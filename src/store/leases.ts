@@ -20,11 +20,12 @@ const HOLDS_CTE = `holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(
 /** The offer columns of steps s joined with runs r, prefixed so they sit beside a lease row. */
 const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name AS detail_step, s.command AS detail_command,
        r.env || s.env AS detail_env, s.timeout_ms AS detail_timeout_ms, r.max_parallel_steps AS detail_max_parallel_steps,
-       r.trigger_payload AS detail_webhook_payload`;
+       r.trigger_payload AS detail_webhook_payload, r.trace_id AS detail_trace_id, r.trace_parent_span AS detail_trace_parent_span,
+       r.trace_flags AS detail_trace_flags`;
 
 /** The lease columns mapLease reads: statements return these, not `*` (no unread dates to parse). */
 const LEASE_COLS = ['step_id', 'run_id', 'attempt', 'token', 'holder', 'runner_id', 'load', 'pools', 'run_scope', 'max_parallel',
-  'claimed_at', 'delivered_at', 'acked_at', 'renewed_at', 'expires_at', 'executing'];
+  'claimed_at', 'delivered_at', 'acked_at', 'renewed_at', 'expires_at', 'executing', 'ready_at', 'lane', 'renewals'];
 const leaseCols = (alias: string) => LEASE_COLS.map((c) => `${alias}.${c}`).join(', ');
 
 export interface LeaseRef { stepId: number; token: string }
@@ -46,6 +47,11 @@ export interface LeaseRow {
   renewedAt: Date | null;
   expiresAt: Date;
   executing: boolean;
+  /** When the entry became ready (its wait in the queue began; a return keeps it), and its lane; absent when not read. */
+  readyAt?: Date;
+  lane?: number;
+  /** Renewals so far; absent when not read. */
+  renewals?: number;
 }
 
 export const mapLease = (r: any): LeaseRow => ({
@@ -65,6 +71,9 @@ export const mapLease = (r: any): LeaseRow => ({
   renewedAt: r.renewed_at,
   expiresAt: r.expires_at,
   executing: r.executing,
+  ...(r.ready_at !== undefined ? { readyAt: r.ready_at } : {}),
+  ...(r.lane !== undefined ? { lane: r.lane } : {}),
+  ...(r.renewals !== undefined ? { renewals: r.renewals ?? 0 } : {}),
 });
 
 const refs = (items: LeaseRef[]) => [items.map((i) => i.stepId), items.map((i) => i.token)];
@@ -184,7 +193,7 @@ export async function leaseAck(db: Db, p: { ttlMs: number; items: HeldLeaseRef[]
 
 const LEASE_RENEW = prepared(
   `UPDATE scheduler_job_leases l
-        SET renewed_at = now(), executing = true, acked_at = coalesce(l.acked_at, now()),
+        SET renewed_at = now(), renewals = coalesce(l.renewals, 0) + 1, executing = true, acked_at = coalesce(l.acked_at, now()),
             expires_at = now() + $4 * interval '1 millisecond'
        FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
       WHERE ${HELD_MATCH}
@@ -204,16 +213,22 @@ export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; 
   return rows[0] ? mapLease(rows[0]) : undefined;
 }
 
-const LEASE_COMPLETE = prepared(
+const leaseCompleteSql = (more: string) =>
   `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
                  WHERE ${HELD_MATCH} RETURNING l.*),
           ${doneCte('token')},
           ${HOLDS_CTE}
-     SELECT d.step_id, d.run_id, d.attempt, d.token, d.runner_id, d.run_scope, d.pools FROM d`,
-);
+     SELECT d.step_id, d.run_id, d.attempt, d.token, d.runner_id, d.run_scope, d.pools${more} FROM d`;
+
+const LEASE_COMPLETE = prepared(leaseCompleteSql(''));
+/** The completion that also returns the lease's times, for the attempt's spans (only when traces are on). */
+const LEASE_COMPLETE_TIMED = prepared(leaseCompleteSql(', d.holder, d.lane, d.ready_at, d.claimed_at, d.delivered_at, d.acked_at, d.renewed_at, d.renewals'));
+
+/** The times of a lease that ended, as an attempt's spans show them. */
+export type LeaseTimes = Pick<LeaseRow, 'token' | 'holder' | 'runnerId' | 'claimedAt' | 'deliveredAt' | 'ackedAt' | 'renewedAt' | 'readyAt' | 'lane' | 'renewals'>;
 
 /** A lease a completion ended: what the orchestrator is told of it. */
-export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'runScope'> & { runnerId: string; pools: string[] };
+export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'runScope'> & { runnerId: string; pools: string[]; times?: LeaseTimes };
 
 /**
  * Ends leases whose tokens match, each presented by the runner that holds it (items of many
@@ -221,10 +236,15 @@ export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'to
  * their pool holds. Returns the ended leases (only what the caller reports of them to the
  * orchestrator, in the same transaction: every column read back costs both ends).
  */
-export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef[] }): Promise<CompletedLease[]> {
+export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef[]; times?: boolean }): Promise<CompletedLease[]> {
   if (p.items.length === 0) return [];
-  const { rows } = await client.query(LEASE_COMPLETE(heldRefs(p.items)));
-  return rows.map((r) => ({ stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id, runScope: r.run_scope, pools: r.pools ?? [] }));
+  const { rows } = await client.query((p.times ? LEASE_COMPLETE_TIMED : LEASE_COMPLETE)(heldRefs(p.items)));
+  return rows.map((r) => ({
+    stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id, runScope: r.run_scope, pools: r.pools ?? [],
+    ...(p.times
+      ? { times: { token: String(r.token), holder: r.holder, runnerId: r.runner_id, lane: r.lane, readyAt: r.ready_at, renewals: r.renewals ?? 0, claimedAt: r.claimed_at, deliveredAt: r.delivered_at, ackedAt: r.acked_at, renewedAt: r.renewed_at } }
+      : {}),
+  }));
 }
 
 /**
@@ -352,6 +372,8 @@ export interface OfferDetail {
   maxParallelSteps: number;
   /** The webhook payload of a run a webhook started (written to a file in the step's work dir). */
   webhookPayload: string | null;
+  /** The run's trace: its id and the caller's span and flags (for the step's TRACEPARENT). */
+  trace: { traceId: string | null; parentSpanId: string | null; parentFlags: number | null };
 }
 
 const mapDetail = (r: any): OfferDetail => ({
@@ -363,6 +385,7 @@ const mapDetail = (r: any): OfferDetail => ({
   timeoutMs: r.detail_timeout_ms,
   maxParallelSteps: r.detail_max_parallel_steps,
   webhookPayload: r.detail_webhook_payload ?? null,
+  trace: { traceId: r.detail_trace_id ?? null, parentSpanId: r.detail_trace_parent_span ?? null, parentFlags: r.detail_trace_flags ?? null },
 });
 
 /** What a runner needs to execute delivered steps: command, merged env (run, then step), timeout. */

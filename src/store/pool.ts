@@ -135,10 +135,13 @@ export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) =>
   let broken = false;
   try {
     await client.query('BEGIN');
+    commitWaiters.set(client, []);
     const result = await fn(client);
     await client.query('COMMIT');
+    runAfterCommit(client);
     return result;
   } catch (err) {
+    commitWaiters.delete(client);
     try {
       await client.query('ROLLBACK');
     } catch {
@@ -150,6 +153,25 @@ export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) =>
   }
 }
 
+const commitWaiters = new WeakMap<PoolClient, Array<() => void>>();
+
+/**
+ * Runs `fn` once the transaction open on `client` (one withTransaction began) has committed, and
+ * never when it rolls back: for what must follow a write only if it stands (exporting the spans
+ * of what it recorded). `fn` must not throw or wait; it is not given the client.
+ */
+export function afterCommit(client: PoolClient, fn: () => void): void {
+  // A client in no withTransaction (none in the code today) has no commit to wait for: dropped.
+  commitWaiters.get(client)?.push(fn);
+}
+
+function runAfterCommit(client: PoolClient): void {
+  const list = commitWaiters.get(client);
+  if (!list) return;
+  commitWaiters.delete(client);
+  for (const fn of list) fn();
+}
+
 /**
  * Runs fn inside a savepoint of the client's open transaction. On error the savepoint's work is
  * undone and the error rethrown, and the transaction can go on: one row's failure does not take
@@ -157,12 +179,15 @@ export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) =>
  */
 export async function withSavepoint<T>(client: PoolClient, fn: () => Promise<T>): Promise<T> {
   await client.query('SAVEPOINT opschain_row');
+  const waiting = commitWaiters.get(client)?.length;
   try {
     const result = await fn();
     await client.query('RELEASE SAVEPOINT opschain_row');
     return result;
   } catch (err) {
     await client.query('ROLLBACK TO SAVEPOINT opschain_row');
+    // What the undone work asked to follow its commit goes with it.
+    if (waiting !== undefined) commitWaiters.get(client)?.splice(waiting);
     throw err;
   }
 }

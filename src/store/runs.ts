@@ -21,6 +21,8 @@ export interface RunRow extends Omit<RunDefinition, 'steps'> {
   createdBy: string | null;
   createdAt: Date;
   finishedAt: Date | null;
+  /** The run's trace: its id (null for a run stored before traces), the caller's span and flags, and its round (retries). */
+  trace: { traceId: string | null; parentSpanId: string | null; parentFlags: number | null; round: number };
   /** The template (and its version) and trigger the run was started from; null for a run submitted as a file; absent when the read did not select them. */
   template?: { name: string; version: number | null; triggerId: number | null } | null;
 }
@@ -68,6 +70,7 @@ export const mapRun = (r: any): RunRow => ({
   createdBy: r.created_by,
   createdAt: r.created_at,
   finishedAt: r.finished_at,
+  trace: { traceId: r.trace_id ?? null, parentSpanId: r.trace_parent_span ?? null, parentFlags: r.trace_flags ?? null, round: r.trace_round ?? 0 },
   ...(r.template_name !== undefined
     ? { template: r.template_name === null ? null : { name: r.template_name, version: r.template_version ?? null, triggerId: r.trigger_id == null ? null : Number(r.trigger_id) } }
     : {}),
@@ -109,6 +112,8 @@ export interface RunToQueue {
   queue: Map<string, Classification>;
   /** The audit row; its target is the run, named by the id the statement takes. */
   audit: { actor: string; action: string; source: string | null; detail: Record<string, unknown> };
+  /** The caller's trace context (a traceparent given at submit): the run joins that trace. */
+  trace?: { traceId: string; spanId: string; flags: number };
 }
 
 const RUNS_INSERT_QUEUED = prepared(
@@ -117,11 +122,15 @@ const RUNS_INSERT_QUEUED = prepared(
        SELECT x.*, nextval(pg_get_serial_sequence('runs', 'id')) AS id
          FROM jsonb_to_recordset($1::jsonb) AS x(ord int, name text, project text, target text, scope text, max_parallel_steps int,
                 priority smallint, env jsonb, placement jsonb, definition jsonb, created_by text, open_steps int,
-                audit_actor text, audit_action text, audit_source text, audit_detail jsonb)
+                audit_actor text, audit_action text, audit_source text, audit_detail jsonb,
+                trace_id text, trace_parent_span text, trace_flags smallint)
         ORDER BY x.ord
      ), r AS (
-       INSERT INTO runs (id, name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps)
-       SELECT id, name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps FROM ids ORDER BY ord
+       INSERT INTO runs (id, name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps,
+                         trace_id, trace_parent_span, trace_flags)
+       SELECT id, name, project, target, scope, max_parallel_steps, priority, env, placement, definition, created_by, open_steps,
+              coalesce(trace_id, replace(gen_random_uuid()::text, '-', '')), trace_parent_span, trace_flags
+         FROM ids ORDER BY ord
        RETURNING id
      ), x AS (
        SELECT ids.id AS run_id, x.* FROM jsonb_to_recordset($2::jsonb) AS x(run_ord int, ord int, name text, command text, needs jsonb, env jsonb,
@@ -170,6 +179,7 @@ export async function runsInsertQueued(db: Db, runs: RunToQueue[]): Promise<Arra
       ord, name: d.name, project: d.project, target: d.target, scope: d.scope, max_parallel_steps: d.maxParallelSteps, priority: d.priority,
       env: d.env, placement: d.placement ?? null, definition: r.source, created_by: r.createdBy, open_steps: d.steps.length,
       audit_actor: r.audit.actor, audit_action: r.audit.action, audit_source: r.audit.source, audit_detail: r.audit.detail,
+      ...(r.trace ? { trace_id: r.trace.traceId, trace_parent_span: r.trace.spanId, trace_flags: r.trace.flags } : {}),
     };
   });
   const stepRows = runs.flatMap((r, runOrd) => {
@@ -602,10 +612,15 @@ export async function runCauseSet(client: PoolClient, p: { runId: number; cause:
   await client.query(`UPDATE runs SET cause = coalesce(cause, $2) WHERE id = $1`, [p.runId, p.cause]);
 }
 
-/** Back to running for a retry: no finish time, no cause. */
+/**
+ * Back to running for a retry: no finish time, no cause. A run that had finished begins the next
+ * round of its trace (its finished round's span was emitted); one still running stays in its round.
+ */
 export async function runReopen(client: PoolClient, runId: number): Promise<void> {
   await client.query(
     `UPDATE runs SET status = 'running', cause = NULL, finished_at = NULL,
+            trace_round = trace_round + CASE WHEN status <> 'running' THEN 1 ELSE 0 END,
+            trace_round_at = CASE WHEN status <> 'running' THEN now() ELSE trace_round_at END,
             open_steps = (SELECT count(*) FROM steps WHERE run_id = $1 AND status IN ('pending', 'ready', 'running'))
       WHERE id = $1`,
     [runId],

@@ -1,5 +1,6 @@
 import { oneLine, visibleControls } from '../core/bounds.js';
 import { formatDuration } from '../core/duration.js';
+import { runTraceId } from '../core/trace-ids.js';
 import type { LogLine } from '../store/logs.js';
 import type { RunRow, RunStatus, RunSummary, StepRow, StepStatus } from '../store/runs.js';
 
@@ -19,6 +20,8 @@ export interface RunView {
   durationMs: number;
   /** The template version (and trigger) it was started from; null for a run submitted as a file. */
   template: { name: string; version: number | null; triggerId: number | null } | null;
+  /** The run's OpenTelemetry trace id (the caller's when a traceparent was given at submit). */
+  traceId: string;
   steps: StepView[];
 }
 
@@ -84,6 +87,7 @@ export function runView(run: RunRow, steps: StepRow[], now: Date, verdicts?: Map
     finishedAt: iso(run.finishedAt),
     durationMs: Math.max(0, (run.finishedAt ?? now).getTime() - run.createdAt.getTime()),
     template: run.template ?? null,
+    traceId: runTraceId({ id: run.id, traceId: run.trace.traceId }),
     steps: ordered.map((s) => ({
       name: s.name,
       status: s.status,
@@ -139,6 +143,11 @@ export function runHeadline(view: RunView): string {
   const t = view.template;
   const from = t ? `, from template ${t.name}${t.version !== null ? ` v${t.version}` : ''}${t.triggerId !== null ? ` by trigger ${t.triggerId}` : ''}` : '';
   return `run ${view.id} ${view.name} (${where}${from}): ${runStatusText(view.status, view.steps)} after ${formatDuration(view.durationMs)}${view.cause ? ` — ${view.cause}` : ''}`;
+}
+
+/** The line under the headline naming the run's trace, to look it up in a tracing backend. */
+export function runTraceLine(view: RunView): string {
+  return `trace ${view.traceId}`;
 }
 
 /** `runs list --json` item. */

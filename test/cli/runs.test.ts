@@ -45,7 +45,7 @@ describe('opschain runs', () => {
     const waiting = { code: 'waiting_for_tick', reason: 'waiting for a dispatch tick', satisfiable: true };
     expect(view).toEqual({
       id, name: 'diamond', project: 'default', target: null, scope: 'step', priority: 0, status: 'running', cause: null, createdBy: me,
-      createdAt: time, finishedAt: null, durationMs: expect.any(Number), template: null,
+      createdAt: time, finishedAt: null, durationMs: expect.any(Number), template: null, traceId: expect.stringMatching(/^[0-9a-f]{32}$/),
       steps: [
         { ...step('a', 'succeeded', 1, [], 0), runnerId: 'rnr_cli1', runnerName: 'build-01', exitCode: 0, startedAt: time, finishedAt: time, durationMs: expect.any(Number) },
         { ...step('b', 'ready', 1, ['a'], 1), verdict: waiting },

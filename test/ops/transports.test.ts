@@ -25,9 +25,9 @@ interface Row {
 }
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
-const VARYING = new Set(['lastUsedAt', 'waitedMs', 'durationMs', 'heartbeatAgeMs', 'waitingMs', 'createdBy', 'actor', 'secret', 'id', 'address', 'httpAddress', 'host', 'version']);
+const VARYING = new Set(['lastUsedAt', 'waitedMs', 'durationMs', 'heartbeatAgeMs', 'waitingMs', 'createdBy', 'actor', 'secret', 'id', 'address', 'httpAddress', 'host', 'version', 'traceId']);
 
-/** What legitimately differs between two stores: times, the actor, secrets and generated ids. */
+/** What legitimately differs between two stores: times, the actor, secrets and generated ids (a run's random trace id among them). */
 function normalise(v: unknown, key = '', vary: string[] = []): unknown {
   if (vary.includes(key)) return `<${key}>`;
   if (Array.isArray(v)) return v.map((x) => normalise(x, '', vary));

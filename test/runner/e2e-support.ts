@@ -1,6 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ServerConfig } from '../../src/config.js';
 import { serverPlan } from '../../src/features.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
@@ -26,8 +27,8 @@ export class Fleet {
 
   constructor(private readonly pool: Pool, private readonly databaseUrl: string) {}
 
-  async startServer(opts: { leaseTtlMs?: number; pollWindowMs?: number; databaseUrl?: string } = {}): Promise<ServerHandle> {
-    const server = await startTestServer(opts.databaseUrl ?? this.databaseUrl, { plan: serverPlan(), config: { leaseTtlMs: opts.leaseTtlMs ?? 6_000, pollWindowMs: opts.pollWindowMs ?? 2_000 } });
+  async startServer(opts: { leaseTtlMs?: number; pollWindowMs?: number; databaseUrl?: string; config?: Partial<ServerConfig> } = {}): Promise<ServerHandle> {
+    const server = await startTestServer(opts.databaseUrl ?? this.databaseUrl, { plan: serverPlan(), config: { leaseTtlMs: opts.leaseTtlMs ?? 6_000, pollWindowMs: opts.pollWindowMs ?? 2_000, ...opts.config } });
     this.servers.push(server);
     if (!this.registrationToken) this.registrationToken = (await tokenCreate(this.pool, { kind: 'registration', name: 'e2e' })).secret;
     return server;

@@ -1,0 +1,102 @@
+import type { FinishedRunFacts, RunTraceFacts } from '../core/trace-spans.js';
+import type { Pool, PoolClient } from './pool.js';
+
+type Db = Pool | PoolClient;
+
+/**
+ * What the spans of attempts and runs read from the store, only when traces are on. Which
+ * attempts and runs a transaction ended is known from the transaction itself (the orchestrator
+ * reports them, so no other replica reports them too); their times, runners and traces are read
+ * after its commit, off the path of the lease writes.
+ */
+
+/** The step of an attempt as it ended, with its run's trace and its runner. */
+export interface EndedAttemptRow {
+  run: RunTraceFacts;
+  stepId: number;
+  step: string;
+  attempt: number;
+  exitCode: number | null;
+  cause: string | null;
+  runnerId: string | null;
+  runnerName: string | null;
+  runnerGroup: string | null;
+  logBytes: number;
+  startedAt: Date | null;
+  finishedAt: Date;
+}
+
+const runTrace = (r: any): RunTraceFacts => ({
+  id: Number(r.run_id),
+  name: r.run_name,
+  project: r.project,
+  traceId: r.trace_id ?? null,
+  parentSpanId: r.trace_parent_span ?? null,
+  parentFlags: r.trace_flags ?? null,
+  round: r.trace_round,
+});
+
+const RUN_TRACE_COLS = `r.id AS run_id, r.name AS run_name, r.project, r.trace_id, r.trace_parent_span, r.trace_flags, r.trace_round`;
+
+/**
+ * Attempts as they ended, read after the commit that ended them: each (step, attempt) still with
+ * the status it ended with (a step retried since has moved on and is left out).
+ */
+export async function traceAttemptsRead(db: Db, items: Array<{ stepId: number; attempt: number; status: string }>): Promise<EndedAttemptRow[]> {
+  if (items.length === 0) return [];
+  const { rows } = await db.query(
+    `SELECT s.id, s.attempt, s.name, s.exit_code, s.cause, s.runner_id, s.log_bytes, s.started_at, s.finished_at,
+            rn.name AS runner_name, rn.group_name, ${RUN_TRACE_COLS}
+       FROM unnest($1::bigint[], $2::int[], $3::text[]) AS m(step_id, attempt, status)
+       JOIN steps s ON s.id = m.step_id AND s.attempt = m.attempt AND s.status = m.status AND s.finished_at IS NOT NULL
+       JOIN runs r ON r.id = s.run_id
+       LEFT JOIN runners rn ON rn.id = s.runner_id`,
+    [items.map((i) => i.stepId), items.map((i) => i.attempt), items.map((i) => i.status)],
+  );
+  return rows.map((r) => ({
+    run: runTrace(r),
+    stepId: Number(r.id),
+    step: r.name,
+    attempt: r.attempt,
+    exitCode: r.exit_code,
+    cause: r.cause,
+    runnerId: r.runner_id,
+    runnerName: r.runner_name ?? null,
+    runnerGroup: r.group_name ?? null,
+    logBytes: Number(r.log_bytes),
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+  }));
+}
+
+/** A step that went back to the queue as `attempt` (its previous attempt ended unfinished), with its run's trace. */
+export async function traceStepRequeued(client: PoolClient, p: { stepId: number; attempt: number }): Promise<{ run: RunTraceFacts; step: string; now: Date } | undefined> {
+  const { rows } = await client.query(
+    `SELECT s.name, now() AS now, ${RUN_TRACE_COLS}
+       FROM steps s JOIN runs r ON r.id = s.run_id
+      WHERE s.id = $1 AND s.attempt = $2 AND s.status = 'ready'`,
+    [p.stepId, p.attempt],
+  );
+  return rows[0] ? { run: runTrace(rows[0]), step: rows[0].name, now: rows[0].now } : undefined;
+}
+
+/** Runs a committed finish ended, as they ended (a run reopened since is left out). */
+export async function traceRunsRead(db: Db, runIds: number[]): Promise<FinishedRunFacts[]> {
+  if (runIds.length === 0) return [];
+  const { rows } = await db.query(
+    `SELECT ${RUN_TRACE_COLS}, r.status, r.cause, r.created_at, r.trace_round_at, r.finished_at, r.trigger_id, r.template_name
+       FROM runs r
+      WHERE r.id = ANY($1::bigint[]) AND r.status <> 'running' AND r.finished_at IS NOT NULL`,
+    [runIds],
+  );
+  return rows.map((r) => ({
+    ...runTrace(r),
+    status: r.status,
+    cause: r.cause,
+    createdAt: r.created_at,
+    roundAt: r.trace_round_at,
+    finishedAt: r.finished_at,
+    triggerId: r.trigger_id == null ? null : Number(r.trigger_id),
+    templateName: r.template_name ?? null,
+  }));
+}
