@@ -344,7 +344,7 @@ export class OpschainBench {
       case 'triggers':
         return triggerFigures(this.env, (label, replicas) => this.deploy(label, replicas));
       case 'startup':
-        return startupFigures(this.env);
+        return startupFigures(this.env, (label, replicas) => this.deploy(label, replicas));
       case 'capacity':
         return capacityFigures(this.env);
     }

@@ -2,7 +2,10 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { ConfigError, redactUrl } from './config-errors.js';
 import { parseDuration } from './core/duration.js';
+
+export { ConfigError, redactUrl } from './config-errors.js';
 
 /** The one typed configuration of a server process. */
 export interface ServerConfig {
@@ -25,13 +28,6 @@ export interface ServerConfig {
   defaultStepTimeoutMs: number;
   /** Hot statements as named prepared statements (off behind a pooler that cannot keep them). */
   preparedStatements: boolean;
-}
-
-export class ConfigError extends Error {
-  constructor(readonly key: string, message: string) {
-    super(`config ${key}: ${message}`);
-    this.name = 'ConfigError';
-  }
 }
 
 type Kind = 'string' | 'url' | 'port' | 'duration' | 'level' | 'int' | 'bool';
@@ -58,11 +54,6 @@ export const CONFIG_KEYS: KeySpec[] = [
 ];
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
-
-/** A URL with its password (and anything that looks like one) replaced, for messages and logs. */
-export function redactUrl(text: string): string {
-  return text.replace(/(\/\/[^/:@\s]*):[^@\s]*@/g, '$1:***@').replace(/([?&]password=)[^&\s]*/gi, '$1***');
-}
 
 function coerce(spec: KeySpec, raw: unknown): unknown {
   const fail = (expected: string): never => {

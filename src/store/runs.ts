@@ -1,4 +1,5 @@
 import type { Classification, PlacementRequirement } from '../core/entry.js';
+import { RUN_STATUSES, type RunStatus } from '../core/run-status.js';
 import type { RunDefinition } from '../core/runfile.js';
 import { textArrayOrNullSql } from './arrays.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
@@ -8,8 +9,7 @@ import { ENQUEUED_COLUMNS, projectWeightSql, QUEUE_CHANNEL } from './queue.js';
 
 type Db = Pool | PoolClient;
 
-export const RUN_STATUSES = ['running', 'succeeded', 'failed', 'error', 'cancelled'] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
+export { RUN_STATUSES, type RunStatus };
 export const STEP_STATUSES = ['pending', 'ready', 'running', 'succeeded', 'failed', 'system_error', 'skipped', 'cancelled'] as const;
 export type StepStatus = (typeof STEP_STATUSES)[number];
 
