@@ -1,6 +1,6 @@
 /** Command-line flags of `npm run bench`. */
 
-export const SCENARIOS = ['throughput', 'wide', 'dag', 'submit', 'floor', 'latency', 'depth', 'replicas', 'memory', 'idle', 'store-cost', 'console', 'triggers', 'startup', 'capacity'] as const;
+export const SCENARIOS = ['throughput', 'wide', 'dag', 'submit', 'floor', 'latency', 'depth', 'replicas', 'memory', 'idle', 'store-cost', 'console', 'triggers', 'startup', 'capacity', 'chain'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchArgs {

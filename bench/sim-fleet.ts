@@ -25,6 +25,8 @@ export interface FleetOptions {
   labels?: string[];
   /** Called for every offer as it arrives (before the ack), with the arrival time. */
   onOffer?: (offer: Offer, at: number) => void;
+  /** Called as completions are sent (on their own call or carried by an acquire), with the send time. */
+  onCompleteSent?: (stepIds: number[], at: number) => void;
   /** Where per-runner errors are reported (they are also counted). */
   log?: (m: string) => void;
 }
@@ -125,6 +127,7 @@ export class SimFleet {
         const sent = performance.now();
         let res;
         const completions = carried;
+        if (completions.length > 0) this.opts.onCompleteSent?.(completions.map((c) => Number(c.step_id)), sent);
         try {
           const body = { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, ...(this.opts.ackOnDelivery === false ? {} : { ack_on_delivery: true, fresh: true }), ...(completions.length > 0 ? { completions } : {}) };
           res = completions.length > 0 ? await this.retryingCall(r, '/api/runner/acquire', body, waitMs + 30_000) : await this.call(r, '/api/runner/acquire', body, waitMs + 30_000);
@@ -169,6 +172,7 @@ export class SimFleet {
           continue;
         }
         const completing = performance.now();
+        this.opts.onCompleteSent?.(done.map((c) => Number(c.step_id)), completing);
         const answer = await this.retrying(r, '/api/runner/complete', { completions: done });
         this.countCompleted(answer.results, completing);
       } catch (err) {
