@@ -13,6 +13,7 @@ import type { BenchArgs, ScenarioName, Sizes } from './args.js';
 import type { Baseline } from './baseline.js';
 import { capacityFigures } from './capacity.js';
 import { chainFigures } from './chain.js';
+import { fleetFigures } from './fleet.js';
 import { consoleFigures } from './console.js';
 import { startupFigures } from './startup.js';
 import { triggerFigures } from './triggers.js';
@@ -348,6 +349,8 @@ export class OpschainBench {
         return startupFigures(this.env, (label, replicas) => this.deploy(label, replicas));
       case 'capacity':
         return capacityFigures(this.env);
+      case 'fleet':
+        return fleetFigures(this.env, (label, replicas) => this.deploy(label, replicas), (d, runners, slots, extra) => this.fleet(d, runners, slots, extra), this.notes);
       case 'chain':
         return chainFigures(this.env, (label, replicas) => this.deploy(label, replicas), (d, runners, slots, extra) => this.fleet(d, runners, slots, extra));
     }
