@@ -123,10 +123,18 @@ export class SimFleet {
     return stats;
   }
 
-  /** Starts every runner's acquire loop. */
-  start(): void {
+  /**
+   * Starts every runner's acquire loop; with `overMs`, runner i's first acquire waits i/N of it,
+   * as a fleet whose machines boot over a while (every connection opened in the same instant
+   * overflows a server's accept backlog: connect ETIMEDOUT after the kernel's SYN retries).
+   */
+  start(opts: { overMs?: number } = {}): void {
     this.stopping = false;
-    this.loops = this.runners.map((r) => this.loop(r));
+    const over = opts.overMs ?? 0;
+    this.loops = this.runners.map(async (r, i) => {
+      if (over > 0) await new Promise((res) => setTimeout(res, (i * over) / this.runners.length));
+      if (!this.stopping) await this.loop(r);
+    });
   }
 
   private async call(r: SimRunner, path: string, body: unknown, timeoutMs?: number) {
