@@ -32,15 +32,29 @@ async function serverParked(url: string): Promise<number> {
   return Number(/^opschain_acquires_parked (\S+)$/m.exec(text)?.[1] ?? NaN);
 }
 
-/** Waits until the server holds `count` parked acquires; polls /metrics twice a second (never during a sample). */
-async function untilServerParked(d: Deployment, count: number, timeoutMs: number, what: string): Promise<void> {
+/**
+ * Waits until the server holds `count` parked acquires; polls /metrics twice a second (never
+ * during a sample). Answers how many were parked when it gave up after `timeoutMs`, or null.
+ */
+async function untilServerParked(d: Deployment, count: number, timeoutMs: number): Promise<number | null> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
-    const parked = await serverParked(d.urls[0]);
-    if (parked >= count) return;
-    if (performance.now() > deadline) throw new Error(`fleet: timed out after ${timeoutMs / 1000} s waiting for ${what} (${parked} parked)`);
+    const parked = await serverParked(d.urls[0]).catch(() => 0);
+    if (parked >= count) return null;
+    if (performance.now() > deadline) return parked;
     await new Promise((r) => setTimeout(r, 500));
   }
+}
+
+/**
+ * A fleet that did not park in time: a figure of how many did, missed, with the fleet's error
+ * kinds, so the figures measured before stay in the run and the rest of the part is skipped.
+ */
+function notParked(runners: number, parked: number, waitedMs: number, fleet: SimFleet): Figure {
+  const f = figure({ scenario: 'fleet', metric: `runners parked within ${round(waitedMs / 1000, 3)} s (of ${n(runners)})`, value: parked, unit: 'runners', better: 'higher', target: `all ${n(runners)}` });
+  f.met = false;
+  f.note = `${fleet.counters.errors} acquire errors retried; last: ${fleet.lastErrorMessage.slice(0, 200)}`;
+  return f;
 }
 
 /** Server CPU as % of one core and the store's statements per second over `ms` of wall time. */
@@ -101,7 +115,8 @@ export async function fleetFigures(env: BenchEnv, deploy: Deploy, fleetOf: Fleet
       const fleet = fleetOf(d, SMALL_FLEET, 1, { namePrefix: 'small', waitMs: sizes.fleetWaitMs, onOffer: (o, at) => offered.set(Number(o.run_id), at) });
       await fleet.register();
       fleet.start();
-      await untilServerParked(d, SMALL_FLEET, 60_000, 'the small fleet parked');
+      const short = await untilServerParked(d, SMALL_FLEET, 60_000);
+      if (short !== null) throw new Error(`fleet: ${short} of ${SMALL_FLEET} runners parked after 60 s; last error: ${fleet.lastErrorMessage}`);
       env.progress(`fleet: submit→offer with ${SMALL_FLEET} parked (warm-up, then ${sizes.fleetLatencyRuns} runs)`);
       await submitToOffer(d, offered, fleet, sizes, 'small-warm');
       const samples = await submitToOffer(d, offered, fleet, sizes, 'small');
@@ -134,7 +149,12 @@ export async function fleetFigures(env: BenchEnv, deploy: Deploy, fleetOf: Fleet
       const overMs = Math.round(big);
       fleet.start({ overMs });
       const parkT0 = performance.now();
-      await untilServerParked(d, big, 300_000 + overMs, `all ${n(big)} runners parked`);
+      const short = await untilServerParked(d, big, 300_000 + overMs);
+      if (short !== null) {
+        figures.push(notParked(big, short, performance.now() - parkT0, fleet));
+        await fleet.stop();
+        return figures.concat(await backlogPart(env, deploy, fleetOf, notes));
+      }
       notes.push(`fleet: ${n(big)} runners parked ${round((performance.now() - parkT0) / 1000, 3)} s after their loops started (first acquires spread over ${overMs / 1000} s); wait_ms ${sizes.fleetWaitMs}`);
       // One poll window first, so the sample sees runners in their steady cycle, not the first wave.
       await new Promise((r) => setTimeout(r, Math.min(sizes.fleetWaitMs, 10_000)));
@@ -172,34 +192,44 @@ export async function fleetFigures(env: BenchEnv, deploy: Deploy, fleetOf: Fleet
     }
   }
 
-  {
-    const d = await deploy('fleet-backlog', 1);
-    try {
-      const runners = sizes.fleetBacklogRunners;
-      env.progress(`fleet: ${n(sizes.fleetBacklog)} entries no runner can take, then ${n(runners)} runners register and park over them`);
-      await prequeue(d.pool, { entries: sizes.fleetBacklog, stepsPerRun: 50, label: 'fleet-backlog', requirement: { labels: ['bench-unplaceable'] }, progress: env.progress });
-      await queueNotify(d.pool);
-      const fleet = fleetOf(d, runners, 1, { namePrefix: 'backlog', waitMs: sizes.fleetWaitMs });
-      const server = d.servers[0];
-      const cpu0 = server.cpuMs();
-      const t0 = performance.now();
-      await fleet.register({ concurrency: sizes.fleetRegisterConcurrency });
-      fleet.start({ overMs: runners });
-      await untilServerParked(d, runners, 300_000 + runners, `all ${n(runners)} runners parked`);
-      const arriving = cpu0 === null ? null : ((server.cpuMs()! - cpu0) / (performance.now() - t0)) * 100;
-      env.progress(`fleet: ${n(runners)} parked over the backlog, sampling ${sizes.fleetSampleMs / 1000} s`);
-      const parked = await sample(env, d, sizes.fleetSampleMs);
+  return figures.concat(await backlogPart(env, deploy, fleetOf, notes));
+}
+
+/** Runners registering and parking over a backlog none of them can take, on a fresh replica: what they cost once parked. */
+async function backlogPart(env: BenchEnv, deploy: Deploy, fleetOf: FleetOf, notes: string[]): Promise<Figure[]> {
+  const { sizes } = env;
+  const figures: Figure[] = [];
+  const d = await deploy('fleet-backlog', 1);
+  try {
+    const runners = sizes.fleetBacklogRunners;
+    env.progress(`fleet: ${n(sizes.fleetBacklog)} entries no runner can take, then ${n(runners)} runners register and park over them`);
+    await prequeue(d.pool, { entries: sizes.fleetBacklog, stepsPerRun: 50, label: 'fleet-backlog', requirement: { labels: ['bench-unplaceable'] }, progress: env.progress });
+    await queueNotify(d.pool);
+    const fleet = fleetOf(d, runners, 1, { namePrefix: 'backlog', waitMs: sizes.fleetWaitMs });
+    const server = d.servers[0];
+    const cpu0 = server.cpuMs();
+    const t0 = performance.now();
+    await fleet.register({ concurrency: sizes.fleetRegisterConcurrency });
+    fleet.start({ overMs: runners });
+    const short = await untilServerParked(d, runners, 300_000 + runners);
+    if (short !== null) {
+      figures.push(notParked(runners, short, performance.now() - t0, fleet));
       await fleet.stop();
-      if (fleet.counters.offers > 0) notes.push(`fleet backlog: ${fleet.counters.offers} offers made although no runner has the label`);
-      if (parked.cpuPct !== null) {
-        figures.push(
-          capped(`server CPU, ${n(runners)} parked over an unplaceable backlog (% of a core)`, parked.cpuPct, '%', 10, '≤ 10', `${n(sizes.fleetBacklog)} entries; while they registered and parked: ${arriving === null ? '—' : round(arriving, 3)}%; statements/s parked: ${parked.statementsPerSec === null ? '—' : round(parked.statementsPerSec, 3)}`),
-        );
-      }
-      notes.push(`fleet backlog: most frequent statements parked: ${parked.top}`);
-    } finally {
-      await d.stop();
+      return figures;
     }
+    const arriving = cpu0 === null ? null : ((server.cpuMs()! - cpu0) / (performance.now() - t0)) * 100;
+    env.progress(`fleet: ${n(runners)} parked over the backlog, sampling ${sizes.fleetSampleMs / 1000} s`);
+    const parked = await sample(env, d, sizes.fleetSampleMs);
+    await fleet.stop();
+    if (fleet.counters.offers > 0) notes.push(`fleet backlog: ${fleet.counters.offers} offers made although no runner has the label`);
+    if (parked.cpuPct !== null) {
+      figures.push(
+        capped(`server CPU, ${n(runners)} parked over an unplaceable backlog (% of a core)`, parked.cpuPct, '%', 10, '≤ 10', `${n(sizes.fleetBacklog)} entries; while they registered and parked: ${arriving === null ? '—' : round(arriving, 3)}%; statements/s parked: ${parked.statementsPerSec === null ? '—' : round(parked.statementsPerSec, 3)}`),
+      );
+    }
+    notes.push(`fleet backlog: most frequent statements parked: ${parked.top}`);
+  } finally {
+    await d.stop();
   }
   return figures;
 }
