@@ -1,6 +1,6 @@
 /** Command-line flags of `npm run bench`. */
 
-export const SCENARIOS = ['throughput', 'wide', 'dag', 'submit', 'floor', 'latency', 'depth', 'replicas', 'memory', 'idle', 'store-cost', 'console', 'triggers', 'startup', 'capacity'] as const;
+export const SCENARIOS = ['throughput', 'wide', 'dag', 'submit', 'floor', 'latency', 'depth', 'replicas', 'memory', 'idle', 'store-cost', 'console', 'triggers', 'startup', 'capacity', 'chain', 'fleet'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface BenchArgs {
@@ -12,6 +12,8 @@ export interface BenchArgs {
   cpuProfDir?: string;
   /** Steps per submitted run in the throughput and replicas workloads (default 10). */
   stepsPerRun?: number;
+  /** Simulated runners of the fleet scenario's large fleet (default 10,000; 500 with --quick). */
+  fleetRunners?: number;
   /** Rounds of the whole scenario list, each against its own graphile-worker baseline (default 1). */
   repeat: number;
   help: boolean;
@@ -29,6 +31,9 @@ export const USAGE = `usage: npm run bench -- [--scenario NAME[,NAME]]... [--qui
   --cpu-prof DIR    run the opschain servers with --cpu-prof, writing profiles into DIR
                     (summarise one with: node dist/bench/profile.js FILE.cpuprofile)
   --steps-per-run N runs of N independent steps in the throughput workloads (default 10)
+  --fleet-runners N the fleet scenario's large fleet (default 10000, 500 with --quick); each runner
+                    holds a socket here and one in the server, so the open-file hard limit must
+                    exceed it (node raises its soft limit to the hard limit by itself)
   --repeat N        run the scenarios N times (1-9), each round against its own graphile-worker
                     baseline, and print the medians, each ratio's range and how many rounds met
                     each target
@@ -75,6 +80,12 @@ export function parseArgs(argv: readonly string[]): BenchArgs {
         const n = Number(take());
         if (!Number.isInteger(n) || n < 1 || n > 1000) throw new ArgsError('--steps-per-run: expected an integer 1-1000');
         args.stepsPerRun = n;
+        break;
+      }
+      case '--fleet-runners': {
+        const n = Number(take());
+        if (!Number.isInteger(n) || n < 1 || n > 100_000) throw new ArgsError('--fleet-runners: expected an integer 1-100000');
+        args.fleetRunners = n;
         break;
       }
       case '--repeat': {
@@ -135,6 +146,19 @@ export interface Sizes {
   idleRunners: number;
   idleWaitMs: number;
   idleSampleMs: number;
+  /** The fleet scenario: its large fleet, the ready entries under it, the runners parked over an unplaceable backlog and that backlog. */
+  fleetRunners: number;
+  fleetReady: number;
+  fleetBacklogRunners: number;
+  fleetBacklog: number;
+  /** Registrations in flight at once, as a fleet booting together sends them. */
+  fleetRegisterConcurrency: number;
+  /** wait_ms of every fleet acquire (the runner agent's default is the server's poll window, 50 s). */
+  fleetWaitMs: number;
+  /** How long the idle and backlog costs are sampled: one whole poll window, so every runner re-polls once. */
+  fleetSampleMs: number;
+  /** Single-step runs timed submit → offer, with each fleet parked. */
+  fleetLatencyRuns: number;
   /** Ready depths at which the console scenario times one admin queue refresh. */
   consoleDepths: number[];
   /** graphile-worker settings of the baseline. */
@@ -146,6 +170,6 @@ export interface Sizes {
 export function sizesFor(quick: boolean): Sizes {
   const common = { stepsPerRun: 10, wideRunners: 8, wideSlots: 32, bulkBatch: 100, floorWorkers: 8, floorClaim: 64, latencySpacingMs: 20, baselineConcurrency: 24, baselineLocalQueue: 500, baselineCompleteBatchDelayMs: 0, replicas: 3 };
   return quick
-    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, warmupSteps: 100, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, latencyBlocked: 1_000, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, idleRunners: 50, idleWaitMs: 1_000, idleSampleMs: 1_000, consoleDepths: [1_000, 10_000] }
-    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, warmupSteps: 10_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, latencyBlocked: 10_500, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, idleRunners: 500, idleWaitMs: 1_000, idleSampleMs: 5_000, consoleDepths: [100_000, 1_000_000] };
+    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, warmupSteps: 100, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, latencyBlocked: 1_000, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, idleRunners: 50, idleWaitMs: 1_000, idleSampleMs: 1_000, consoleDepths: [1_000, 10_000], fleetRunners: 500, fleetReady: 10_000, fleetBacklogRunners: 100, fleetBacklog: 1_000, fleetRegisterConcurrency: 64, fleetWaitMs: 5_000, fleetSampleMs: 5_000, fleetLatencyRuns: 20 }
+    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, warmupSteps: 10_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, latencyBlocked: 10_500, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, idleRunners: 500, idleWaitMs: 1_000, idleSampleMs: 5_000, consoleDepths: [100_000, 1_000_000], fleetRunners: 10_000, fleetReady: 1_000_000, fleetBacklogRunners: 1_000, fleetBacklog: 10_000, fleetRegisterConcurrency: 256, fleetWaitMs: 50_000, fleetSampleMs: 50_000, fleetLatencyRuns: 100 };
 }

@@ -12,6 +12,8 @@ import { tokenCreate } from '../src/store/tokens.js';
 import type { BenchArgs, ScenarioName, Sizes } from './args.js';
 import type { Baseline } from './baseline.js';
 import { capacityFigures } from './capacity.js';
+import { chainFigures } from './chain.js';
+import { fleetFigures } from './fleet.js';
 import { consoleFigures } from './console.js';
 import { startupFigures } from './startup.js';
 import { triggerFigures } from './triggers.js';
@@ -347,9 +349,13 @@ export class OpschainBench {
       case 'triggers':
         return triggerFigures(this.env, (label, replicas) => this.deploy(label, replicas));
       case 'startup':
-        return startupFigures(this.env);
+        return startupFigures(this.env, (label, replicas) => this.deploy(label, replicas));
       case 'capacity':
         return capacityFigures(this.env);
+      case 'fleet':
+        return fleetFigures(this.env, (label, replicas) => this.deploy(label, replicas), (d, runners, slots, extra) => this.fleet(d, runners, slots, extra), this.notes);
+      case 'chain':
+        return chainFigures(this.env, (label, replicas) => this.deploy(label, replicas), (d, runners, slots, extra) => this.fleet(d, runners, slots, extra));
     }
   }
 

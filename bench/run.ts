@@ -38,7 +38,7 @@ async function main(): Promise<number> {
     process.stderr.write(USAGE);
     return 0;
   }
-  const sizes = { ...sizesFor(args.quick), ...(args.stepsPerRun ? { stepsPerRun: args.stepsPerRun } : {}) };
+  const sizes = { ...sizesFor(args.quick), ...(args.stepsPerRun ? { stepsPerRun: args.stepsPerRun } : {}), ...(args.fleetRunners ? { fleetRunners: args.fleetRunners } : {}) };
   progress(`scenarios: ${args.scenarios.join(', ')}${args.quick ? ' (quick)' : ''}`);
   const starting = startBenchPostgres({ databaseUrl: args.databaseUrl, log: progress });
   // Registered before the start resolves, so a Ctrl-C during initdb still stops the cluster.

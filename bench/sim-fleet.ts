@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import { PROTOCOL_VERSION, type AcquireRequest, type RegisterRequest } from '../src/runner/protocol.js';
 import { JsonClient } from './http.js';
 
 /** One offer as docs/runner-protocol.md defines it (the fields the fleet uses). */
@@ -23,11 +24,16 @@ export interface FleetOptions {
   labels?: string[];
   /** Called for every offer as it arrives (before the ack), with the arrival time. */
   onOffer?: (offer: Offer, at: number) => void;
+  /** Called as completions are sent (on their own call or carried by an acquire), with the send time. */
+  onCompleteSent?: (stepIds: number[], at: number) => void;
   /** Where per-runner errors are reported (they are also counted). */
   log?: (m: string) => void;
 }
 
 interface SimRunner { id: string; credential: string; url: string; name: string }
+
+/** Answers a registration retried past (each retry counted once, by cause). */
+export interface RegisterStats { serverErrors: number; throttled: number; transportErrors: number }
 
 /** Counters of a fleet; read while it runs. */
 export interface FleetCounters {
@@ -74,35 +80,59 @@ export class SimFleet {
     return this.lastError;
   }
 
-  /** Registers every runner (a few at a time, so registration is not part of any timed phase). */
-  async register(): Promise<void> {
-    const { opts } = this;
-    const prefix = opts.namePrefix ?? 'sim';
-    const todo = Array.from({ length: opts.runners }, (_, i) => i);
+  /**
+   * Registers every runner, `concurrency` at a time (default 16, so registration is not part of
+   * any timed phase). A 5xx, a 429 or a transport error is retried after a jittered pause, as a
+   * runner agent does, and counted; any other refusal fails the registration.
+   */
+  async register(opts: { concurrency?: number; maxTries?: number } = {}): Promise<RegisterStats> {
+    const fleet = this.opts;
+    const prefix = fleet.namePrefix ?? 'sim';
+    const stats: RegisterStats = { serverErrors: 0, throttled: 0, transportErrors: 0 };
+    let next = 0;
     const registerOne = async (i: number) => {
-      const url = opts.urls[i % opts.urls.length];
+      const url = fleet.urls[i % fleet.urls.length];
       const name = `${prefix}-${String(i).padStart(4, '0')}`;
-      const res = await this.client.post(url, '/api/runner/register', {
-        registration_token: opts.registrationToken,
-        name,
-        labels: opts.labels ?? [],
-        executors: ['shell'],
-        max_load: opts.slots,
-        protocol_version: 1,
-      });
-      if (res.status !== 201 && res.status !== 200) throw new Error(`register ${name} on ${url}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
-      this.runners[i] = { id: res.body.runner_id, credential: res.body.credential, url, name };
+      const body: RegisterRequest = { registration_token: fleet.registrationToken, name, labels: fleet.labels ?? [], executors: ['shell'], max_load: fleet.slots, protocol_version: PROTOCOL_VERSION };
+      for (let attempt = 1; ; attempt++) {
+        let res;
+        try {
+          res = await this.client.post(url, '/api/runner/register', body);
+        } catch (err) {
+          res = { status: 0, body: (err as Error).message };
+        }
+        if (res.status === 201 || res.status === 200) {
+          this.runners[i] = { id: res.body.runner_id, credential: res.body.credential, url, name };
+          return;
+        }
+        const failure = `register ${name} on ${url}: ${res.status === 0 ? res.body : `HTTP ${res.status} ${JSON.stringify(res.body)}`}`;
+        if (res.status === 0) stats.transportErrors++;
+        else if (res.status === 429) stats.throttled++;
+        else if (res.status >= 500) stats.serverErrors++;
+        else throw new Error(failure);
+        if (attempt >= (opts.maxTries ?? 10)) throw new Error(`${failure} (gave up after ${attempt} tries)`);
+        await new Promise((res) => setTimeout(res, Math.random() * Math.min(5_000, 100 * 2 ** attempt)));
+      }
     };
-    const workers = Array.from({ length: Math.min(16, todo.length) }, async () => {
-      while (todo.length) await registerOne(todo.shift()!);
+    const workers = Array.from({ length: Math.min(opts.concurrency ?? 16, fleet.runners) }, async () => {
+      while (next < fleet.runners) await registerOne(next++);
     });
     await Promise.all(workers);
+    return stats;
   }
 
-  /** Starts every runner's acquire loop. */
-  start(): void {
+  /**
+   * Starts every runner's acquire loop; with `overMs`, runner i's first acquire waits i/N of it,
+   * as a fleet whose machines boot over a while (every connection opened in the same instant
+   * overflows a server's accept backlog: connect ETIMEDOUT after the kernel's SYN retries).
+   */
+  start(opts: { overMs?: number } = {}): void {
     this.stopping = false;
-    this.loops = this.runners.map((r) => this.loop(r));
+    const over = opts.overMs ?? 0;
+    this.loops = this.runners.map(async (r, i) => {
+      if (over > 0) await new Promise((res) => setTimeout(res, (i * over) / this.runners.length));
+      if (!this.stopping) await this.loop(r);
+    });
   }
 
   private async call(r: SimRunner, path: string, body: unknown, timeoutMs?: number) {
@@ -123,8 +153,9 @@ export class SimFleet {
         const sent = performance.now();
         let res;
         const completions = carried;
+        if (completions.length > 0) this.opts.onCompleteSent?.(completions.map((c) => Number(c.step_id)), sent);
         try {
-          const body = { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, fresh: true, ...(completions.length > 0 ? { completions } : {}) };
+          const body: AcquireRequest = { request_id: randomUUID(), max_offers: this.opts.slots, wait_ms: waitMs, fresh: true, ...(completions.length > 0 ? { completions } : {}) };
           res = completions.length > 0 ? await this.retryingCall(r, '/api/runner/acquire', body, waitMs + 30_000) : await this.call(r, '/api/runner/acquire', body, waitMs + 30_000);
         } finally {
           counters.parked--;
@@ -167,6 +198,7 @@ export class SimFleet {
           continue;
         }
         const completing = performance.now();
+        this.opts.onCompleteSent?.(done.map((c) => Number(c.step_id)), completing);
         const answer = await this.retrying(r, '/api/runner/complete', { completions: done });
         this.countCompleted(answer.results, completing);
       } catch (err) {

@@ -2,8 +2,11 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { ConfigError, redactUrl } from './config-errors.js';
 import { parseDuration } from './core/duration.js';
 import { SAMPLER_NAMES, type Sampler, type SamplerName } from './core/trace-ids.js';
+
+export { ConfigError, redactUrl } from './config-errors.js';
 
 /** The one typed configuration of a server process. */
 export interface ServerConfig {
@@ -42,13 +45,6 @@ export interface ServerConfig {
   tracingDisabled?: boolean;
 }
 
-export class ConfigError extends Error {
-  constructor(readonly key: string, message: string) {
-    super(`config ${key}: ${message}`);
-    this.name = 'ConfigError';
-  }
-}
-
 type Kind = 'string' | 'url' | 'httpurl' | 'port' | 'duration' | 'level' | 'int' | 'bool' | 'sampler' | 'ratio';
 interface KeySpec { path: string; env: string; kind: Kind; field: keyof ServerConfig; default?: unknown; doc: string }
 
@@ -78,11 +74,6 @@ export const CONFIG_KEYS: KeySpec[] = [
 ];
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
-
-/** A URL with its password (and anything that looks like one) replaced, for messages and logs. */
-export function redactUrl(text: string): string {
-  return text.replace(/(\/\/[^/:@\s]*):[^@\s]*@/g, '$1:***@').replace(/([?&]password=)[^&\s]*/gi, '$1***');
-}
 
 function coerce(spec: KeySpec, raw: unknown): unknown {
   const fail = (expected: string): never => {

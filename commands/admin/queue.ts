@@ -1,9 +1,7 @@
 import { Flags } from '@oclif/core';
 import { OpsCommand } from '../../src/cli/base.js';
-import { opsConsoleSource } from '../../src/cli/console-source.js';
 import { Invalid } from '../../src/errors.js';
 import { adminQueueText } from '../../src/cli/admin-queue-text.js';
-import { runConsole } from '../../src/tui/index.js';
 import type { OpsOutput } from '../../src/ops/index.js';
 
 export default class AdminQueue extends OpsCommand<typeof AdminQueue> {
@@ -31,6 +29,8 @@ export default class AdminQueue extends OpsCommand<typeof AdminQueue> {
     const ops = await this.ops();
     const acceptExceeding = this.flags['accept-exceeding'];
     if (this.flags.watch) {
+      // The dashboard and its LISTEN connection load only for --watch: a one-shot read stays light.
+      const [{ opsConsoleSource }, { runConsole }] = await Promise.all([import('../../src/cli/console-source.js'), import('../../src/tui/index.js')]);
       const server = this.flags.server?.replace(/\/+$/, '');
       const source = opsConsoleSource({ ops, acceptExceeding, server, databaseUrl: server ? undefined : this.databaseUrl() });
       await runConsole({ source, intervalMs: Math.round(interval * 1000), limit: this.flags.limit, mode: this.jsonEnabled() ? 'ndjson' : 'auto' });

@@ -1,11 +1,9 @@
 import { Command, Errors, Flags, type Interfaces } from '@oclif/core';
-import { redactUrl } from '../config.js';
+import { redactUrl } from '../config-errors.js';
 import { errorBody } from '../errors.js';
 import { opschainHome, readLocalSecret, readServerRecord, readStoreRecord } from '../home.js';
 import type { Ops } from '../ops/index.js';
-import { httpOps } from '../ops/http-transport.js';
-import { storeOps } from '../ops/store-transport.js';
-import { createPool, type Pool } from '../store/pool.js';
+import type { Pool } from '../store/pool.js';
 import { Invalid, Unavailable } from '../errors.js';
 import { asDomainError, EXIT, EXIT_CODES } from './errors.js';
 import { terminalSafe } from './render.js';
@@ -53,6 +51,8 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   /** The pool for this invocation, closed when the command finishes. */
   protected async store(): Promise<Pool> {
     if (!this.pool) {
+      // Loaded here, not at the top: a verb that goes over HTTP (or only prints) never loads pg.
+      const { createPool } = await import('../store/pool.js');
       this.pool = createPool(this.databaseUrl(), { max: 4, applicationName: `opschain ${this.id ?? ''}`.trim() });
     }
     return this.pool;
@@ -170,8 +170,10 @@ export abstract class OpsCommand<T extends typeof Command> extends BaseCommand<T
       if (!/^https?:\/\/[^\s/]+/.test(server)) throw new Invalid(`--server ${server}: expected a URL like http://opschain.internal:7420`, 'usage');
       // The local admin token goes only to the local server; reading it writes nothing in the home.
       const local = readServerRecord(this.home)?.url === server ? this.localSecret('admin') : undefined;
+      const { httpOps } = await import('../ops/http-transport.js');
       this.transport = httpOps({ server, token: this.flags.token || local });
     } else {
+      const { storeOps } = await import('../ops/store-transport.js');
       this.transport = storeOps({ pool: await this.store(), actor: `cli:${cliActor()}`, source: 'cli', acceptExceeding: process.env.OPSCHAIN_ACCEPT_EXCEEDING !== 'false' });
     }
     return this.transport;

@@ -1,6 +1,6 @@
 import { systemClock } from '../clock.js';
 import { parseDuration } from '../core/duration.js';
-import { drainWait, leaseText, type DrainPreview, type DrainTarget, type DrainWaitResult, type HeldLease } from '../dispatch/drain.js';
+import { drainWait, leaseText, type DrainPreview, type DrainTarget, type DrainWaitResult, type HeldLease } from '../dispatch/drain-wait.js';
 import { Invalid } from '../errors.js';
 import type { Ops, Wire } from '../ops/index.js';
 import type { DrainResult } from '../store/fleet.js';

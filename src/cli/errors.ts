@@ -1,6 +1,6 @@
-import { ConfigError, redactUrl } from '../config.js';
+import { ConfigError, redactUrl } from '../config-errors.js';
 import { DomainError, Failed, Invalid, Unavailable, type ErrorKind } from '../errors.js';
-import { isStatementTimeout, isStoreUnavailable, STATEMENT_TIMEOUT_MESSAGE, storeCause } from '../store/pool.js';
+import { isStatementTimeout, isStoreUnavailable, STATEMENT_TIMEOUT_MESSAGE, storeCause } from '../store/failures.js';
 
 /** The exit codes of every verb (docs/cli.md). */
 export const EXIT = { done: 0, failed: 1, usage: 2, notFound: 3, conflict: 4, unavailable: 5, timedOut: 6, refused: 7 } as const;

@@ -20,7 +20,7 @@ export interface GroupApplied { ok: Map<Call, Set<string>>; completed: Array<{ r
  * Calls that may wait for one group, and groups in flight at once per replica. One: calls that
  * arrive while a group commits wait for it and form the next, larger group, where a second group
  * in flight would pay its own BEGIN, statements and COMMIT for fewer calls (13% fewer statements
- * a step in the wide fleet; docs/performance.md).
+ * a step in the wide fleet; docs/performance-history.md).
  */
 const MAX_CALLS = 256;
 const MAX_IN_FLIGHT = 1;
@@ -28,7 +28,7 @@ const MAX_IN_FLIGHT = 1;
 /**
  * Leases a replica ends between two vacuums of the lease table. A vacuum of the table with this
  * many dead leases took 7–11 ms in the bench's drains; one every 5,000 kept the parked-runner read
- * at 0.2–0.7 ms a call where it had grown to 4.5–5 ms over 100,000 steps (docs/performance.md).
+ * at 0.2–0.7 ms a call where it had grown to 4.5–5 ms over 100,000 steps (docs/performance-history.md).
  */
 export const LEASE_VACUUM_EVERY = 5_000;
 

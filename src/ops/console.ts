@@ -6,9 +6,9 @@ import { fleetRead } from '../store/fleet.js';
 import { buildAdminQueue, type AdminQueueView } from '../views/admin-queue.js';
 import { buildRunners, type RunnersView } from '../views/runners.js';
 import type { OpsContext } from './context.js';
+import { ADMIN_QUEUE_MAX_LIMIT } from './verb-specs.js';
 
-/** The most leases one answer lists (all are counted). */
-export const ADMIN_QUEUE_MAX_LIMIT = 10_000;
+export { ADMIN_QUEUE_MAX_LIMIT };
 
 /**
  * `admin queue`: the aggregate view from one REPEATABLE READ snapshot, a fixed handful of

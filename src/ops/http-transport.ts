@@ -1,6 +1,7 @@
 import { Conflict, DomainError, Failed, Forbidden, Invalid, NotFound, TimedOut, Unauthorized, Unavailable } from '../errors.js';
+import { nodeFetch, type FetchAnswer, type FetchLike } from './http-request.js';
 import type { Ops } from './index.js';
-import { pathParams, VERBS, type Verb, type VerbSpec } from './verbs.js';
+import { pathParams, VERBS, type Verb, type VerbSpec } from './verb-specs.js';
 
 export interface HttpOpsOptions {
   /** Base URL of any replica, e.g. http://opschain.internal:7420. */
@@ -8,7 +9,8 @@ export interface HttpOpsOptions {
   token?: string;
   /** Per request, beyond a long poll's own wait. */
   timeoutMs?: number;
-  fetch?: typeof fetch;
+  /** How requests are sent (default: one node:http request each). */
+  fetch?: FetchLike;
 }
 
 /** The HTTP status → domain error kind, the inverse of src/api/errors.ts. */
@@ -63,7 +65,7 @@ export function verbRequest(spec: VerbSpec, input: Record<string, unknown>): { p
  */
 export function httpOps(opts: HttpOpsOptions): Ops {
   const server = opts.server.replace(/\/+$/, '');
-  const doFetch = opts.fetch ?? fetch;
+  const doFetch = opts.fetch ?? nodeFetch;
   const call = async (verb: Verb, input: Record<string, unknown>): Promise<unknown> => {
     const spec = VERBS[verb];
     const req = verbRequest(spec, input ?? {});
@@ -72,7 +74,7 @@ export function httpOps(opts: HttpOpsOptions): Ops {
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
     if (req.body !== undefined) headers['content-type'] = 'application/json';
     const wait = spec.longPoll ? Number(input?.waitMs ?? 0) : 0;
-    let res: Response;
+    let res: FetchAnswer;
     try {
       res = await doFetch(`${server}${req.path}${qs ? `?${qs}` : ''}`, {
         method: spec.method,

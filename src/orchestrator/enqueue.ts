@@ -13,12 +13,12 @@ export async function enqueueReadySteps(client: PoolClient, run: RunToClassify, 
 }
 
 /**
- * Ready steps of any number of runs (those a group of completions freed): the runs read once,
- * one enqueue statement for all.
+ * Ready steps of any number of runs (those a group of completions freed): one enqueue statement
+ * for all. Their runs as the release returned them, else read once.
  */
-export async function enqueueFreedSteps(client: PoolClient, steps: ReadyStep[]): Promise<number[]> {
+export async function enqueueFreedSteps(client: PoolClient, steps: ReadyStep[], runs?: RunToClassify[]): Promise<number[]> {
   if (steps.length === 0) return [];
-  return enqueueSteps(client, await runsToClassify(client, [...new Set(steps.map((s) => s.runId))]), steps);
+  return enqueueSteps(client, runs ?? (await runsToClassify(client, [...new Set(steps.map((s) => s.runId))])), steps);
 }
 
 /** Only steps a path binding may place read the bindings, over their runs' targets, in one read. */

@@ -70,7 +70,7 @@ async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Prom
   const outcomeOf = new Map(known.map((o) => [o.stepId, o]));
 
   const freed = await stepsReleaseAfter(client, finished.filter((s) => s.status === 'succeeded' && s.dependents > 0).map((s) => ({ runId: s.runId, name: s.name })));
-  await enqueueFreedSteps(client, freed);
+  await enqueueFreedSteps(client, freed.steps, freed.runs);
   const pinLost: Array<{ runId: number; runnerId: string }> = [];
   // Steps skipped below a failure close too: counted off their runs after the finished ones.
   const skippedOf = new Map<number, number>();

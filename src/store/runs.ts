@@ -1,4 +1,5 @@
 import type { Classification, PlacementRequirement } from '../core/entry.js';
+import { RUN_STATUSES, type RunStatus } from '../core/run-status.js';
 import type { RunDefinition } from '../core/runfile.js';
 import { textArrayOrNullSql } from './arrays.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
@@ -8,8 +9,7 @@ import { ENQUEUED_COLUMNS, projectWeightSql, QUEUE_CHANNEL } from './queue.js';
 
 type Db = Pool | PoolClient;
 
-export const RUN_STATUSES = ['running', 'succeeded', 'failed', 'error', 'cancelled'] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
+export { RUN_STATUSES, type RunStatus };
 export const STEP_STATUSES = ['pending', 'ready', 'running', 'succeeded', 'failed', 'system_error', 'skipped', 'cancelled'] as const;
 export type StepStatus = (typeof STEP_STATUSES)[number];
 
@@ -453,34 +453,48 @@ const STEPS_RELEASE_AFTER = prepared(
                   FROM f CROSS JOIN LATERAL (SELECT d.id FROM steps d WHERE d.run_id = f.run_id AND d.status = 'pending' AND f.name = ANY(d.needs) OFFSET 0) d
                  GROUP BY d.id),
           -- The update reads its counts from l alone (see closeRunsCtes: no m-by-l rescans).
-          l AS (SELECT s.id, m.n FROM steps s JOIN m USING (id) ORDER BY s.id FOR NO KEY UPDATE OF s)
+          l AS (SELECT s.id, s.run_id, m.n FROM steps s JOIN m USING (id) ORDER BY s.id FOR NO KEY UPDATE OF s)
      UPDATE steps d
         SET unmet_needs = greatest(d.unmet_needs - l.n, 0),
             status = CASE WHEN d.unmet_needs - l.n <= 0 THEN 'ready' ELSE d.status END,
             attempt = CASE WHEN d.unmet_needs - l.n <= 0 THEN d.attempt + 1 ELSE d.attempt END,
             cause = CASE WHEN d.unmet_needs - l.n <= 0 THEN NULL ELSE d.cause END,
             finished_at = CASE WHEN d.unmet_needs - l.n <= 0 THEN NULL ELSE d.finished_at END
-       FROM l
+       -- The run's classification columns come back with its freed steps: the enqueue that
+       -- follows needs them, and reading them here spares the completion a round trip.
+       FROM l JOIN runs r ON r.id = l.run_id
       WHERE d.id = l.id AND d.status = 'pending'
-     RETURNING d.id, d.run_id, d.status, d.attempt, d.priority, d.placement, d.pools, d.load`,
+     RETURNING d.id, d.run_id, d.status, d.attempt, d.priority, d.placement, d.pools, d.load,
+               r.project AS run_project, r.priority AS run_priority, r.scope AS run_scope, r.max_parallel_steps AS run_max_parallel_steps,
+               r.placement AS run_placement, r.target AS run_target`,
 );
 
 /** What an enqueue reads of a step that became ready. */
 export type ReadyStep = Pick<StepRow, 'id' | 'runId' | 'attempt' | 'priority' | 'placement' | 'pools' | 'load'>;
 
+/** Steps a group of completions made ready, with their runs as classify reads them. */
+export interface FreedSteps { steps: ReadyStep[]; runs: RunToClassify[] }
+
 /**
  * These steps just succeeded: each pending dependent's count of unmet needs goes down by how many
  * of them it needs, and those reaching zero become ready as their next attempt (returned, for
- * enqueue). One statement for any number of runs, without the run row: dependents are locked in
- * id order, so two batches freeing the same step serialise on it and exactly one sees zero.
+ * enqueue, with their runs). One statement for any number of runs, without the run row lock:
+ * dependents are locked in id order, so two batches freeing the same step serialise on it and
+ * exactly one sees zero.
  */
-export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ runId: number; name: string }>): Promise<ReadyStep[]> {
-  if (succeeded.length === 0) return [];
+export async function stepsReleaseAfter(client: PoolClient, succeeded: Array<{ runId: number; name: string }>): Promise<FreedSteps> {
+  if (succeeded.length === 0) return { steps: [], runs: [] };
   const { rows } = await client.query(STEPS_RELEASE_AFTER([succeeded.map((s) => s.runId), succeeded.map((s) => s.name)]));
-  return rows
-    .filter((r) => r.status === 'ready')
-    .map((r) => ({ id: Number(r.id), runId: Number(r.run_id), attempt: r.attempt, priority: r.priority, placement: r.placement, pools: r.pools ?? [], load: Number(r.load) }))
-    .sort((a, b) => a.id - b.id);
+  const ready = rows.filter((r) => r.status === 'ready');
+  const runs = new Map<number, RunToClassify>();
+  for (const r of ready) {
+    const id = Number(r.run_id);
+    if (!runs.has(id)) runs.set(id, { id, project: r.run_project, priority: r.run_priority, scope: r.run_scope, maxParallelSteps: r.run_max_parallel_steps, placement: r.run_placement, target: r.run_target });
+  }
+  return {
+    steps: ready.map((r) => ({ id: Number(r.id), runId: Number(r.run_id), attempt: r.attempt, priority: r.priority, placement: r.placement, pools: r.pools ?? [], load: Number(r.load) })).sort((a, b) => a.id - b.id),
+    runs: [...runs.values()],
+  };
 }
 
 const RUNS_CLOSE_STEPS = prepared(

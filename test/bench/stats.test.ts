@@ -81,6 +81,14 @@ describe('bench flags', () => {
     for (const bad of ['0', '10', '2.5', 'x']) expect(() => parseArgs(['--repeat', bad])).toThrow(/--repeat: expected an integer 1-9/);
   });
 
+  it('sizes the fleet scenario: 10,000 runners, 500 with --quick, or --fleet-runners N', () => {
+    expect(sizesFor(false).fleetRunners).toBe(10_000);
+    expect(sizesFor(true).fleetRunners).toBe(500);
+    expect(parseArgs(['--scenario', 'fleet', '--fleet-runners', '2000']).fleetRunners).toBe(2000);
+    expect(parseArgs(['--scenario', 'fleet']).fleetRunners).toBeUndefined();
+    for (const bad of ['0', '100001', '1.5', 'many']) expect(() => parseArgs(['--fleet-runners', bad])).toThrow(/--fleet-runners: expected an integer 1-100000/);
+  });
+
   it('sums repeated rounds up: medians, each round\'s own ratio, its range, and the rounds that met the target', () => {
     const narrow = (value: number, baseline: number) => {
       const f = figure({ scenario: 'throughput', metric: 'steps/s', value, unit: 'steps/s', baseline, better: 'higher', target: '≥ 0.15× graphile-worker' });
