@@ -16,7 +16,7 @@ import {
   LEADER_LEASE,
   membershipLive,
   replicaReap,
-  schedulerDonePrune,
+  completedAttemptsPrune,
   shardLeaseName,
   shardOfLeaseName,
 } from '../store/coordination.js';
@@ -38,7 +38,7 @@ export interface CoordinationTiming {
   stalenessMs: number;
   /** Shard leases: valid about three ticks, renewed every tick. */
   shardTtlMs: number;
-  /** The cron-leader lease: valid three ticks, renewed every tick. */
+  /** The leader lease: valid three ticks, renewed every tick. */
   leaderTtlMs: number;
 }
 
@@ -63,7 +63,7 @@ export interface CoordinationDeps {
   events: EventEmitter;
   state: CoordinationState;
   timing: CoordinationTiming;
-  config: Pick<ServerConfig, 'pollWindowMs' | 'replicaRetentionMs' | 'schedulerDoneRetentionDays'>;
+  config: Pick<ServerConfig, 'pollWindowMs' | 'replicaRetentionMs' | 'completedAttemptsRetentionDays'>;
   /** Told when a reclaimed exposed claim comes back as a new attempt. */
   hooks?: Pick<OrchestratorHooks, 'stepRequeued'>;
   leaderPasses?: LeaderPass[];
@@ -79,9 +79,9 @@ const sameList = (a: number[], b: number[]) => a.length === b.length && a.every(
  *  3. release the shards no longer ours FIRST (local ownership dropped before the row goes), then
  *     claim the desired shards that are free, expired or already ours, so two replicas never
  *     hold one shard at the same instant;
- *  4. contend for (or, when quiesced, give up) the cron-leader lease;
+ *  4. contend for (or, when quiesced, give up) the leader lease;
  *  5. reclaim the un-acked claims of dead peers;
- *  6. on the leader: runner liveness, lost-runner expiry, replica reaping, scheduler_done retention.
+ *  6. on the leader: runner liveness, lost-runner expiry, replica reaping, completed_attempts retention.
  *
  * Every decision about time is the database's now(); the local clock only bounds how long this
  * replica trusts a lease it was granted.
@@ -162,10 +162,10 @@ export async function coordinationOnce(deps: CoordinationDeps): Promise<TickRepo
   if (release.length > 0 || gaveUpLeader || blockedByLivePeer) await guarded(log, 'notify', () => coordinationNotify(pool, { from: me }), undefined);
   const leader = state.isLeader();
   if (leader && !wasLeader) {
-    log.info({ replica: me, token: state.leaderToken() }, 'gained the cron-leader lease');
+    log.info({ replica: me, token: state.leaderToken() }, 'gained the leader lease');
     emitCoordination(events, 'leader:gained', { replicaId: me, token: state.leaderToken()! });
   } else if (!leader && wasLeader) {
-    log.info({ replica: me }, 'lost the cron-leader lease');
+    log.info({ replica: me }, 'lost the leader lease');
     emitCoordination(events, 'leader:lost', { replicaId: me });
   }
 
@@ -185,7 +185,7 @@ export async function coordinationOnce(deps: CoordinationDeps): Promise<TickRepo
     for (const pass of deps.leaderPasses ?? []) await guarded(log, 'leader pass', () => pass({ leaderToken: token }), undefined);
     reaped = await guarded(log, 'replica reaping', () => replicaReap(pool, { retentionMs: deps.config.replicaRetentionMs }), []);
     if (reaped.length) log.info({ reaped }, 'reaped replica rows past the retention');
-    pruned = await guarded(log, 'scheduler_done retention', () => schedulerDonePrune(pool, { retentionDays: deps.config.schedulerDoneRetentionDays }), 0);
+    pruned = await guarded(log, 'completed_attempts retention', () => completedAttemptsPrune(pool, { retentionDays: deps.config.completedAttemptsRetentionDays }), 0);
   }
 
   const report: TickReport = { replicaId: me, member, live, owned, desired, released: release, acquired, leader, reclaimed, liveness, reaped, pruned };

@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from './pool.js';
 
 type Db = Pool | PoolClient;
 
-export const LEADER_LEASE = 'cron-leader';
+export const LEADER_LEASE = 'leader';
 export const shardLeaseName = (shard: number): string => `shard:${shard}`;
 
 /** The shard number of a `shard:N` lease name, or undefined for any other lease. */
@@ -102,8 +102,8 @@ export async function replicaReap(db: Db, p: { retentionMs: number }): Promise<s
 }
 
 /** Ages out enqueue-idempotency bookkeeping; returns how many rows went. */
-export async function schedulerDonePrune(db: Db, p: { retentionDays: number }): Promise<number> {
-  const { rowCount } = await db.query(`DELETE FROM scheduler_done WHERE done_at < now() - $1 * interval '1 day'`, [p.retentionDays]);
+export async function completedAttemptsPrune(db: Db, p: { retentionDays: number }): Promise<number> {
+  const { rowCount } = await db.query(`DELETE FROM completed_attempts WHERE done_at < now() - $1 * interval '1 day'`, [p.retentionDays]);
   return rowCount ?? 0;
 }
 

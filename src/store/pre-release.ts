@@ -4,7 +4,7 @@ import type { PoolClient } from './pool.js';
 /**
  * The migrations of the pre-release chain, squashed into 0001_baseline. A store that applied all
  * of them has exactly the baseline's schema under the names it had then (test/store/baseline.test.ts
- * compares the two catalogs), so it is adopted: the renames below bring it to the baseline's names
+ * compares the two catalogs after these renames), so it is adopted: the renames bring it to the baseline's names
  * and its ledger is rewritten to say 0001_baseline, in the migration's transaction. A store that
  * stopped short of the last of them is refused with what to do, never half-migrated.
  */
@@ -19,8 +19,22 @@ export const PRE_RELEASE_CHAIN = [
 
 const BASELINE = '0001_baseline';
 
-/** What the pre-release schema named differently from the baseline. */
-const ADOPT_SQL = ``;
+/**
+ * What the pre-release schema named after a scheduler the system never had, and the lease that
+ * leads everything after the cron loop it once led alone.
+ */
+const ADOPT_SQL = `
+ALTER TABLE scheduler_job_leases RENAME TO step_leases;
+ALTER TABLE step_leases RENAME CONSTRAINT scheduler_job_leases_pkey TO step_leases_pkey;
+ALTER INDEX scheduler_job_leases_runner_idx RENAME TO step_leases_runner_idx;
+ALTER INDEX scheduler_job_leases_ack_idx RENAME TO step_leases_ack_idx;
+ALTER TABLE scheduler_done RENAME TO completed_attempts;
+ALTER TABLE completed_attempts RENAME CONSTRAINT scheduler_done_pkey TO completed_attempts_pkey;
+ALTER INDEX scheduler_done_at_brin RENAME TO completed_attempts_at_brin;
+ALTER TABLE scheduler_run_pins RENAME TO run_pins;
+ALTER TABLE run_pins RENAME CONSTRAINT scheduler_run_pins_pkey TO run_pins_pkey;
+UPDATE coordination_leases SET name = 'leader' WHERE name = 'cron-leader';
+`;
 
 export interface AppliedMigration { id: number; name: string }
 
@@ -51,7 +65,7 @@ export async function preReleaseAdopt(client: PoolClient, applied: AppliedMigrat
       'schema_too_old',
     );
   }
-  if (ADOPT_SQL) await client.query(ADOPT_SQL);
+  await client.query(ADOPT_SQL);
   await client.query('DELETE FROM opschain_migrations');
   await client.query('INSERT INTO opschain_migrations (id, name) VALUES (1, $1)', [BASELINE]);
 }

@@ -573,7 +573,7 @@ const RUNS_FINISH = prepared(
              -- status index and match them against the list: no index serves the IS TRUE form.
              WHERE r.id = v.id AND (r.status = 'running') IS TRUE
             RETURNING r.id, r.status, r.template_name),
-          unpinned AS (DELETE FROM scheduler_run_pins p USING done WHERE p.run_id = done.id)
+          unpinned AS (DELETE FROM run_pins p USING done WHERE p.run_id = done.id)
      SELECT id, status, CASE WHEN template_name IS NOT NULL THEN pg_notify('opschain_triggers', 'run:' || template_name) END AS notified
        FROM done`,
 );

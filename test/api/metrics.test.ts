@@ -195,7 +195,7 @@ describe('GET /metrics', () => {
     await seedRun(db.current.pool, { steps: [{ name: 'unacked' }] });
     const offered = await r.acquire({ wait_ms: 5_000 });
     expect(offered.status).toBe(200);
-    await db.current.pool.query(`UPDATE scheduler_job_leases SET ack_deadline = now() - interval '1 second'`);
+    await db.current.pool.query(`UPDATE step_leases SET ack_deadline = now() - interval '1 second'`);
     expect((await expireOnce(server.ctx.dispatch!)).requeued).toBe(1);
 
     await postureLever(db.current.pool, { fields: ['system_quiesced'], value: true, actor: 'test' });

@@ -213,7 +213,7 @@ describe('three replica processes, one queue', () => {
       }, { timeoutMs: 240_000, intervalMs: 250, what: 'every run finished' }).catch(async (err) => {
         // Say where the work is stuck, not only that it is.
         const steps = await db.current.pool.query(`SELECT status, count(*)::int AS n FROM steps WHERE run_id = ANY($1::bigint[]) GROUP BY status`, [runIds]);
-        const leases = await db.current.pool.query(`SELECT step_id, attempt, holder, runner_id, delivered_at, acked_at, executing, expires_at FROM scheduler_job_leases LIMIT 20`);
+        const leases = await db.current.pool.query(`SELECT step_id, attempt, holder, runner_id, delivered_at, acked_at, executing, expires_at FROM step_leases LIMIT 20`);
         const ready = await db.current.pool.query(`SELECT step_id, attempt, shard, ready_at FROM queue_ready LIMIT 20`);
         throw new Error(`${(err as Error).message}: steps ${JSON.stringify(steps.rows)}, leases ${JSON.stringify(leases.rows)}, ready ${JSON.stringify(ready.rows)}, status ${JSON.stringify(await status())}`);
       });
@@ -230,7 +230,7 @@ describe('three replica processes, one queue', () => {
     }
     expect(executions.size).toBe(2000);
     expect([...executions.entries()].filter(([, n]) => n !== 1)).toEqual([]);
-    const { rows: queue } = await db.current.pool.query(`SELECT (SELECT count(*) FROM queue_ready)::int AS ready, (SELECT count(*) FROM scheduler_job_leases)::int AS leased`);
+    const { rows: queue } = await db.current.pool.query(`SELECT (SELECT count(*) FROM queue_ready)::int AS ready, (SELECT count(*) FROM step_leases)::int AS leased`);
     expect(queue[0]).toEqual({ ready: 0, leased: 0 });
   }, 360_000);
 });

@@ -32,7 +32,7 @@ describe('replicas sharing one queue (in process)', () => {
   afterEach(async () => {
     await Promise.all(servers.map((s) => s.stop()));
     servers = [];
-    await truncateLive(db.current.pool, 'replicas, coordination_leases, queue_ready, scheduler_job_leases');
+    await truncateLive(db.current.pool, 'replicas, coordination_leases, queue_ready, step_leases');
   });
 
   async function fleet(sites: Array<string | undefined>): Promise<ServerHandle[]> {
@@ -67,7 +67,7 @@ describe('replicas sharing one queue (in process)', () => {
     const aged = await runner.acquire({ wait_ms: 5_000 });
     expect(aged.status).toBe(200);
     expect(aged.body.offers.map((o: any) => o.step_id)).toEqual(stepIds);
-    const { rows } = await db.current.pool.query(`SELECT holder FROM scheduler_job_leases WHERE step_id = $1`, [stepIds[0]]);
+    const { rows } = await db.current.pool.query(`SELECT holder FROM step_leases WHERE step_id = $1`, [stepIds[0]]);
     expect(rows[0].holder).toBe(b.ctx.replicaId);
   });
 

@@ -62,7 +62,7 @@ describe('the lease lifecycle over the runner protocol', () => {
   });
   beforeEach(async () => {
     hooks.reset();
-    await truncateLive(db.current.pool, 'queue_ready, scheduler_job_leases, scheduler_done, pool_holds, scheduler_run_pins');
+    await truncateLive(db.current.pool, 'queue_ready, step_leases, completed_attempts, pool_holds, run_pins');
   });
 
   const runner = () => new TestRunner(server.url).register(regToken);
@@ -110,7 +110,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     expect(again.body.results).toEqual([{ step_id: offer.step_id, ok: true }]);
     expect(hooks.finished).toHaveLength(1);
     expect(hooks.finished[0]).toMatchObject({ stepId: offer.step_id, attempt: 1, status: 'succeeded', exitCode: 0 });
-    const { rows } = await db.current.pool.query('SELECT count(*)::int AS n FROM scheduler_done WHERE step_id = $1', [offer.step_id]);
+    const { rows } = await db.current.pool.query('SELECT count(*)::int AS n FROM completed_attempts WHERE step_id = $1', [offer.step_id]);
     expect(rows[0].n).toBe(1);
     const logs = await db.current.pool.query('SELECT chunk FROM step_logs WHERE step_id = $1', [offer.step_id]);
     expect(logs.rows.map((x) => x.chunk).join('')).toContain('hello');
@@ -183,7 +183,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     expect(retry.status).toBe(200);
     expect(retry.body.offers).toEqual(first.body.offers);
     // The lease keeps a 64-bit digest of the request id, not the id; another id is not a retry.
-    const { rows } = await db.current.pool.query(`SELECT request_id, request_key = hashtextextended('lost-answer', 0) AS keyed FROM scheduler_job_leases`);
+    const { rows } = await db.current.pool.query(`SELECT request_id, request_key = hashtextextended('lost-answer', 0) AS keyed FROM step_leases`);
     expect(rows).toEqual([{ request_id: null, keyed: true }]);
     const other = await r.acquire({ request_id: 'another-call', wait_ms: 100 });
     expect(other.status).toBe(204);
@@ -194,7 +194,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     const { stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
     const { rows: before } = await db.current.pool.query('SELECT position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
     await r.acquire();
-    await db.current.pool.query(`UPDATE scheduler_job_leases SET ack_deadline = now() - interval '1 second'`);
+    await db.current.pool.query(`UPDATE step_leases SET ack_deadline = now() - interval '1 second'`);
     const sweep = await expireOnce(server.ctx.dispatch!);
     expect(sweep.requeued).toBe(1);
     const { rows } = await db.current.pool.query('SELECT attempt, position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
@@ -209,7 +209,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     const ref = { step_id: body.offers[0].step_id, token: body.offers[0].token };
     await r.call('ack', { leases: [ref] });
     expect((await expireOnce(server.ctx.dispatch!)).lost).toBe(0);
-    await db.current.pool.query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second'`);
+    await db.current.pool.query(`UPDATE step_leases SET expires_at = now() - interval '1 second'`);
     const sweep = await expireOnce(server.ctx.dispatch!);
     expect(sweep.lost).toBe(1);
     expect(hooks.finished).toEqual([expect.objectContaining({ stepId: stepIds[0], attempt: 1, status: 'system_error', cause: RUNNER_LOST_CAUSE, event: 'runner_lost' })]);
@@ -222,11 +222,11 @@ describe('the lease lifecycle over the runner protocol', () => {
     const r = await runner();
     await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
     await r.acquire();
-    await db.current.pool.query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second', acked_at = now()`);
+    await db.current.pool.query(`UPDATE step_leases SET expires_at = now() - interval '1 second', acked_at = now()`);
     await db.current.pool.query(`UPDATE fleet_posture SET halted = true`);
     try {
       expect((await expireOnce(server.ctx.dispatch!)).held).toBe(true);
-      expect((await db.current.pool.query('SELECT count(*)::int AS n FROM scheduler_job_leases')).rows[0].n).toBe(1);
+      expect((await db.current.pool.query('SELECT count(*)::int AS n FROM step_leases')).rows[0].n).toBe(1);
     } finally {
       await db.current.pool.query(`UPDATE fleet_posture SET halted = false`);
     }

@@ -60,7 +60,7 @@ describe('postures: reason, actor, until, and what each one holds', () => {
     expect((await r.acquire({ wait_ms: 600 })).status).toBe(204);
     expect(await queued()).toBe(1);
 
-    await pool().query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second'`);
+    await pool().query(`UPDATE step_leases SET expires_at = now() - interval '1 second'`);
     await postureLever(pool(), { fields: ['halted'], value: true, reason: 'incident', actor: 'bob' });
     expect(await expireOnce(server.ctx.dispatch!)).toMatchObject({ held: true, lost: 0 });
     // Lifting the halt leaves the system quiesce: the sweep runs, offers stay held.

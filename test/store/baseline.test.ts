@@ -49,10 +49,12 @@ describe('the baseline schema', () => {
     expect(migrationFiles(PRE_RELEASE).map((m) => m.name)).toEqual([...PRE_RELEASE_CHAIN]);
   });
 
-  it('has the schema the whole pre-release chain built: tables, columns, defaults, indexes, predicates, fillfactors, constraints, functions', async () => {
+  it('has the schema the whole pre-release chain built, renames aside: tables, columns, defaults, indexes, predicates, fillfactors, constraints, functions', async () => {
     const old = await fresh();
     await migrate(old.pool, PRE_RELEASE);
-    const oldCatalog = await schemaCatalog(old.pool);
+    const renamed = (line: string) =>
+      line.replaceAll('scheduler_job_leases', 'step_leases').replaceAll('scheduler_done_at_brin', 'completed_attempts_at_brin').replaceAll('scheduler_done', 'completed_attempts').replaceAll('scheduler_run_pins', 'run_pins');
+    const oldCatalog = (await schemaCatalog(old.pool)).map(renamed).sort();
     expect(baselineCatalog.length).toBeGreaterThan(300);
     expect(oldCatalog).toEqual(baselineCatalog);
     const seeded = async (db: TestDb) => (await db.pool.query(`SELECT id, quiesced, halted, system_quiesced FROM fleet_posture`)).rows;
@@ -74,11 +76,22 @@ describe('the baseline schema', () => {
     const old = await fresh();
     await migrate(old.pool, PRE_RELEASE);
     await old.pool.query(`INSERT INTO runs (name, definition) VALUES ('kept', '{}')`);
+    await old.pool.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) VALUES (7, 'rnr_kept')`);
+    await old.pool.query(`INSERT INTO scheduler_done (step_id, attempt, token) VALUES (3, 1, 42)`);
+    await old.pool.query(
+      `INSERT INTO coordination_leases (name, holder, token, expires_at) VALUES ('cron-leader', 'web-1', 5, now() + interval '1 minute'), ('shard:0', 'web-1', 6, now() + interval '1 minute')`,
+    );
     const adopted = await migrate(old.pool);
     expect(adopted).toEqual([]);
     expect(await schemaCatalog(old.pool)).toEqual(baselineCatalog);
     expect((await old.pool.query(`SELECT id, name FROM opschain_migrations`)).rows).toEqual([{ id: 1, name: '0001_baseline' }]);
     expect((await old.pool.query(`SELECT name FROM runs`)).rows).toEqual([{ name: 'kept' }]);
+    expect((await old.pool.query(`SELECT run_id, runner_id FROM run_pins`)).rows).toEqual([{ run_id: 7, runner_id: 'rnr_kept' }]);
+    expect((await old.pool.query(`SELECT step_id, attempt, token FROM completed_attempts`)).rows).toEqual([{ step_id: 3, attempt: 1, token: 42 }]);
+    expect((await old.pool.query(`SELECT name, holder, token FROM coordination_leases ORDER BY name`)).rows).toEqual([
+      { name: 'leader', holder: 'web-1', token: 5 },
+      { name: 'shard:0', holder: 'web-1', token: 6 },
+    ]);
     expect(await migrate(old.pool)).toEqual([]);
   });
 

@@ -16,7 +16,7 @@ CREATE TABLE replicas (
 );
 CREATE INDEX replicas_heartbeat_idx ON replicas (heartbeat_at);
 
--- Named leases: shard:0 .. shard:63 and cron-leader. Judged by the database clock only.
+-- Named leases: shard:0 .. shard:63 and leader. Judged by the database clock only.
 CREATE TABLE coordination_leases (
   name        text PRIMARY KEY,
   holder      text NOT NULL,
@@ -206,7 +206,7 @@ CREATE INDEX queue_ready_blocked_idx ON queue_ready (blocked_on, lane, position)
 -- are written by nothing. The expiry sweep scans this small table (only the work out on runners),
 -- so expires_at has no index and every renewal is an in-place (HOT) update.
 CREATE SEQUENCE lease_token_seq;
-CREATE TABLE scheduler_job_leases (
+CREATE TABLE step_leases (
   step_id       bigint PRIMARY KEY,
   run_id        bigint NOT NULL,
   shard         smallint NOT NULL,
@@ -237,15 +237,15 @@ CREATE TABLE scheduler_job_leases (
   executing     boolean NOT NULL DEFAULT false,
   request_key   bigint
 ) WITH (fillfactor = 80);
-CREATE INDEX scheduler_job_leases_runner_idx ON scheduler_job_leases (runner_id) WHERE runner_id IS NOT NULL;
+CREATE INDEX step_leases_runner_idx ON step_leases (runner_id) WHERE runner_id IS NOT NULL;
 -- Delivered leases past their ack deadline are found by index, at any size.
-CREATE INDEX scheduler_job_leases_ack_idx ON scheduler_job_leases (ack_deadline) WHERE acked_at IS NULL AND ack_deadline IS NOT NULL;
+CREATE INDEX step_leases_ack_idx ON step_leases (ack_deadline) WHERE acked_at IS NULL AND ack_deadline IS NOT NULL;
 
 -- Completed (step, attempt)s: enqueue is idempotent by them, and a completion remembers which
 -- token completed it, so a repeat of the same completion answers ok while any other token is
 -- fenced. Retention deletes them by age; they are appended in done_at order, so a block range
 -- index answers it at a fraction of a b-tree's per-step insert cost.
-CREATE TABLE scheduler_done (
+CREATE TABLE completed_attempts (
   step_id    bigint NOT NULL,
   attempt    integer NOT NULL,
   done_at    timestamptz NOT NULL DEFAULT now(),
@@ -253,9 +253,9 @@ CREATE TABLE scheduler_done (
   runner_id  text,
   PRIMARY KEY (step_id, attempt)
 );
-CREATE INDEX scheduler_done_at_brin ON scheduler_done USING brin (done_at);
+CREATE INDEX completed_attempts_at_brin ON completed_attempts USING brin (done_at);
 
-CREATE TABLE scheduler_run_pins (
+CREATE TABLE run_pins (
   run_id     bigint PRIMARY KEY,
   runner_id  text NOT NULL,
   pinned_at  timestamptz NOT NULL DEFAULT now()
