@@ -272,13 +272,16 @@ export async function leaseReturn(client: PoolClient, p: { items: LeaseRef[]; ru
   return rows.map(mapLease);
 }
 
-/** Delivered offers nobody acked by their deadline: back on the queue as the next attempt. */
-export async function leaseRequeueUnacked(client: PoolClient, p: { limit: number }): Promise<LeaseRow[]> {
+/**
+ * Delivered offers nobody acked by their deadline: back on the queue as the next attempt. `now`
+ * is the database's clock unless given (a test sets the time instead of rewriting deadlines).
+ */
+export async function leaseRequeueUnacked(client: PoolClient, p: { limit: number; now?: Date }): Promise<LeaseRow[]> {
   const { rows: due } = await client.query(
     `SELECT step_id, token FROM step_leases
-      WHERE acked_at IS NULL AND ack_deadline IS NOT NULL AND ack_deadline < now()
+      WHERE acked_at IS NULL AND ack_deadline IS NOT NULL AND ack_deadline < coalesce($2::timestamptz, now())
       ORDER BY ack_deadline LIMIT $1 FOR UPDATE SKIP LOCKED`,
-    [p.limit],
+    [p.limit, p.now ?? null],
   );
   return leaseReturn(client, { items: due.map((r) => ({ stepId: Number(r.step_id), token: String(r.token) })), newAttempt: true });
 }
@@ -286,13 +289,14 @@ export async function leaseRequeueUnacked(client: PoolClient, p: { limit: number
 /**
  * Delivered leases past their expiry: the runner went silent. Fenced (deleted), recorded done so
  * a late completion or a repeat enqueue of that attempt changes nothing, pool holds dropped.
- * Undelivered leases past expiry go back to the queue at their original attempt instead.
+ * Undelivered leases past expiry go back to the queue at their original attempt instead. `now` as
+ * for leaseRequeueUnacked.
  */
-export async function leaseExpireDue(client: PoolClient, p: { limit: number }): Promise<{ lost: LeaseRow[]; returned: LeaseRow[] }> {
+export async function leaseExpireDue(client: PoolClient, p: { limit: number; now?: Date }): Promise<{ lost: LeaseRow[]; returned: LeaseRow[] }> {
   const { rows: due } = await client.query(
     `SELECT step_id, token, delivered_at IS NOT NULL AS delivered FROM step_leases
-      WHERE expires_at < now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
-    [p.limit],
+      WHERE expires_at < coalesce($2::timestamptz, now()) ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
+    [p.limit, p.now ?? null],
   );
   const delivered = due.filter((r) => r.delivered).map((r) => ({ stepId: Number(r.step_id), token: String(r.token) }));
   const undelivered = due.filter((r) => !r.delivered).map((r) => ({ stepId: Number(r.step_id), token: String(r.token) }));

@@ -10,6 +10,7 @@ import { TestRunner } from '../support/runner-client.js';
 import { seedRun } from '../support/seed.js';
 import { startTestServer } from '../support/server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { justPast } from '../support/lifecycle.js';
 import { withHostPort } from '../support/urls.js';
 
 /** Records what the lease lifecycle reports; the orchestrator proper is tested on its own. */
@@ -194,8 +195,8 @@ describe('the lease lifecycle over the runner protocol', () => {
     const { stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
     const { rows: before } = await db.current.pool.query('SELECT position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
     await r.acquire();
-    await db.current.pool.query(`UPDATE step_leases SET ack_deadline = now() - interval '1 second'`);
-    const sweep = await expireOnce(server.ctx.dispatch!);
+    expect((await expireOnce(server.ctx.dispatch!)).requeued).toBe(0);
+    const sweep = await expireOnce(server.ctx.dispatch!, { now: await justPast(db.current.pool, 'ack_deadline') });
     expect(sweep.requeued).toBe(1);
     const { rows } = await db.current.pool.query('SELECT attempt, position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
     expect(rows).toEqual([{ attempt: 2, position: before[0].position }]);
@@ -209,8 +210,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     const ref = { step_id: body.offers[0].step_id, token: body.offers[0].token };
     await r.call('ack', { leases: [ref] });
     expect((await expireOnce(server.ctx.dispatch!)).lost).toBe(0);
-    await db.current.pool.query(`UPDATE step_leases SET expires_at = now() - interval '1 second'`);
-    const sweep = await expireOnce(server.ctx.dispatch!);
+    const sweep = await expireOnce(server.ctx.dispatch!, { now: await justPast(db.current.pool, 'expires_at') });
     expect(sweep.lost).toBe(1);
     expect(hooks.finished).toEqual([expect.objectContaining({ stepId: stepIds[0], attempt: 1, status: 'system_error', cause: RUNNER_LOST_CAUSE, event: 'runner_lost' })]);
     expect((await r.call('complete', { completions: [{ ...ref, exit_code: 0 }] })).body.results[0].error).toBe(FENCED);
@@ -221,11 +221,12 @@ describe('the lease lifecycle over the runner protocol', () => {
   it('holds the expiry sweep during a platform halt', async () => {
     const r = await runner();
     await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
-    await r.acquire();
-    await db.current.pool.query(`UPDATE step_leases SET expires_at = now() - interval '1 second', acked_at = now()`);
+    const { body } = await r.acquire();
+    await r.call('ack', { leases: [{ step_id: body.offers[0].step_id, token: body.offers[0].token }] });
+    const past = await justPast(db.current.pool, 'expires_at');
     await db.current.pool.query(`UPDATE fleet_posture SET halted = true`);
     try {
-      expect((await expireOnce(server.ctx.dispatch!)).held).toBe(true);
+      expect((await expireOnce(server.ctx.dispatch!, { now: past })).held).toBe(true);
       expect((await db.current.pool.query('SELECT count(*)::int AS n FROM step_leases')).rows[0].n).toBe(1);
     } finally {
       await db.current.pool.query(`UPDATE fleet_posture SET halted = false`);

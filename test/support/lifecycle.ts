@@ -120,3 +120,13 @@ export function testDispatchDeps(pool: Pool, overrides: Partial<DispatchDeps> = 
     ...overrides,
   };
 }
+
+/**
+ * The moment just past the latest lease's ack deadline or expiry, by the store's clock: handed to
+ * the expiry sweep as its `now`, it moves time past the deadline without rewriting any row.
+ */
+export async function justPast(pool: Pool, column: 'ack_deadline' | 'expires_at'): Promise<Date> {
+  const { rows } = await pool.query<{ t: Date | null }>(`SELECT max(${column}) + interval '1 millisecond' AS t FROM step_leases`);
+  if (!rows[0].t) throw new Error(`no lease has a ${column}`);
+  return rows[0].t;
+}
