@@ -4,12 +4,10 @@ import { SHARD_COUNT } from '../core/entry.js';
 import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName } from './coordination.js';
 import { fleetRead, scopedRunsOf, type FleetRunnerRow } from './fleet.js';
 import { triggersQueueRead, type TriggerDueRow, type WaitingLaunchRow } from './triggers.js';
-import type { Pool, PoolClient } from './pool.js';
+import type { PoolClient, Db } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
 import { ENTRY_COLS, mapEntry } from './queue.js';
 import { replicaList, type ReplicaRow } from './replicas.js';
-
-type Db = Pool | PoolClient;
 
 /** Ready depth and oldest waiting age of one lane. */
 export interface LaneDepth {

@@ -1,7 +1,7 @@
 import type { CapacityLease, CapacityState } from '../core/capacity.js';
 import type { PlacementRequirement } from '../core/entry.js';
 import { fleetRead } from './fleet.js';
-import type { Pool } from './pool.js';
+import { storeNow, type Pool } from './pool.js';
 import { postureRead } from './posture.js';
 import { mapEntry } from './queue.js';
 
@@ -31,7 +31,7 @@ export async function capacityRead(pool: Pool, opts: { limit?: number } = {}): P
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     began = true;
-    const now: Date = (await client.query(`SELECT now() AS now`)).rows[0].now;
+    const now = await storeNow(client);
     // What the verdicts and the planner read of an entry, and no more.
     const columns = `step_id, run_id, 0 AS shard, 1 AS attempt, 0 AS priority, NULL::text AS site_stamp, lane, fair_key, weight, pools, requirement::text AS requirement, load, run_scope, max_parallel, ready_at, position`;
     const deep = (await client.query(`SELECT count(*)::int AS n FROM (SELECT 1 FROM queue_ready LIMIT $1) x`, [limit + 1])).rows[0].n > limit;

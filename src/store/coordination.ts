@@ -1,6 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { Db } from './pool.js';
 
 export const LEADER_LEASE = 'leader';
 export const shardLeaseName = (shard: number): string => `shard:${shard}`;
@@ -107,11 +105,8 @@ export async function completedAttemptsPrune(db: Db, p: { retentionDays: number 
   return rowCount ?? 0;
 }
 
-/** The database clock, so status ages are judged like everything else that crosses replicas. */
-export async function storeNow(db: Db): Promise<Date> {
-  const { rows } = await db.query(`SELECT now() AS now`);
-  return rows[0].now;
-}
+// Importers of the clock from here (status, console, postures) predate src/store/pool.ts's storeNow.
+export { storeNow } from './pool.js';
 
 /** Replicas LISTEN here: a lease released or wanted wakes every coordination loop at once. */
 export const COORDINATION_CHANNEL = 'opschain_coordination';

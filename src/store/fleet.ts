@@ -7,11 +7,9 @@ import { auditRecord } from './audit.js';
 import { leasesOutstandingByRun, pinsForRuns } from './leases.js';
 import { poolStateRead } from './pools.js';
 import { mapEntry } from './queue.js';
-import { withTransaction, type Pool, type PoolClient } from './pool.js';
+import { storeNow, withTransaction, type Pool, type Db } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
 import { prepared } from './prepared.js';
-
-type Db = Pool | PoolClient;
 
 /** A registered runner with its group's facts, drain state and running load. */
 export interface FleetRunnerRow extends VerdictRunner {
@@ -260,7 +258,7 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
   const stepIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.step_id)))];
   const names = stepIds.length ? (await db.query(`SELECT id, name FROM steps WHERE id = ANY($1::bigint[])`, [stepIds])).rows : [];
   let now: Date = ready.rows[0]?.db_now;
-  if (!now) now = (await db.query(`SELECT now() AS now`)).rows[0].now;
+  if (!now) now = await storeNow(db);
   return {
     stepNames: new Map(names.map((r) => [Number(r.id), r.name as string])),
     now,

@@ -1,6 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { Pool, Db } from './pool.js';
 
 export interface InvariantResult {
   name: string;

@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
+import type { PoolClient, Db } from './pool.js';
 
 /**
  * NOTIFY channel of revoked leases; the payload is the runner id. Delivered at commit, so a
@@ -29,7 +29,7 @@ export async function leaseRevokeRun(client: PoolClient, runId: number): Promise
 }
 
 /** Of the leases a runner presents, the step ids it no longer holds (revoked, expired, re-issued). */
-export async function leasesNotHeld(db: Pool | PoolClient, p: { runnerId: string; items: Array<{ stepId: number; token: string }> }): Promise<number[]> {
+export async function leasesNotHeld(db: Db, p: { runnerId: string; items: Array<{ stepId: number; token: string }> }): Promise<number[]> {
   if (p.items.length === 0) return [];
   const { rows } = await db.query(
     `SELECT m.step_id FROM unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)

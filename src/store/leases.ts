@@ -1,8 +1,6 @@
-import type { Pool, PoolClient } from './pool.js';
+import type { PoolClient, Db } from './pool.js';
 import { prepared } from './prepared.js';
 import { ENTRY_COLS, entryCols, entryColsBack } from './queue.js';
-
-type Db = Pool | PoolClient;
 
 /**
  * CTE `done`: the attempts of ended leases d recorded done, with `token` as their token. An attempt

@@ -1,6 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { Db } from './pool.js';
 
 /** The store-wide facts a /metrics scrape reports, each aggregated to a bounded set of labels. */
 export interface GaugeSnapshot {

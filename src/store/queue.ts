@@ -1,6 +1,6 @@
 import { LANE_NAMES, SHARD_COUNT, type Classification, type PlacementRequirement, type QueueEntry } from '../core/entry.js';
 import { textArrayOrNullSql } from './arrays.js';
-import type { Pool, PoolClient } from './pool.js';
+import type { PoolClient, Db } from './pool.js';
 import { prepared } from './prepared.js';
 
 /**
@@ -29,8 +29,6 @@ export interface EnqueueItem extends Classification {
   runId: number;
   attempt: number;
 }
-
-type Db = Pool | PoolClient;
 
 export const mapEntry = (r: any): QueueEntry => ({
   stepId: Number(r.step_id),

@@ -1,6 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { PoolClient, Db } from './pool.js';
 
 export interface HistoryPruned { runs: number; steps: number; logs: number }
 

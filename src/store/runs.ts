@@ -2,11 +2,9 @@ import type { Classification, PlacementRequirement } from '../core/entry.js';
 import type { RunDefinition } from '../core/runfile.js';
 import { textArrayOrNullSql } from './arrays.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
-import type { Pool, PoolClient } from './pool.js';
+import { storeNow, type Pool, type PoolClient, type Db } from './pool.js';
 import { prepared } from './prepared.js';
 import { ENQUEUED_COLUMNS, projectWeightSql, QUEUE_CHANNEL } from './queue.js';
-
-type Db = Pool | PoolClient;
 
 export const RUN_STATUSES = ['running', 'succeeded', 'failed', 'error', 'cancelled'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
@@ -661,9 +659,9 @@ export async function runRead(db: Pool, runId: number): Promise<{ run: RunRow; s
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     const run = await runGet(client, runId);
     const steps = run ? await runSteps(client, runId) : [];
-    const { rows } = await client.query('SELECT now() AS now');
+    const now = await storeNow(client);
     await client.query('COMMIT');
-    return run ? { run, steps, now: rows[0].now } : null;
+    return run ? { run, steps, now } : null;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
     throw err;
