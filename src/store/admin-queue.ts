@@ -4,6 +4,7 @@ import { SHARD_COUNT } from '../core/entry.js';
 import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName } from './coordination.js';
 import { fleetRead, scopedRunsOf, type FleetRunnerRow } from './fleet.js';
 import { triggersQueueRead, type TriggerDueRow, type WaitingLaunchRow } from './triggers.js';
+import { laneOfSql } from './lanes.js';
 import type { PoolClient, Db } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
 import { ENTRY_COLS, mapEntry } from './queue.js';
@@ -207,7 +208,7 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
        ), delivered AS (
          SELECT l.lane, l.fair_key, l.weight FROM step_leases l WHERE l.delivered_at >= now() - $1 * interval '1 millisecond'
          UNION ALL
-         SELECT CASE WHEN coalesce(s.priority, r.priority) >= 100 THEN 0 WHEN coalesce(s.priority, r.priority) >= 50 THEN 1 ELSE 2 END,
+         SELECT ${laneOfSql('coalesce(s.priority, r.priority)')},
                 r.project, coalesce(p.weight, 1)
            FROM recent JOIN steps s ON s.id = recent.step_id JOIN runs r ON r.id = s.run_id LEFT JOIN projects p ON p.name = r.project
        )
