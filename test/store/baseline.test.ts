@@ -128,10 +128,10 @@ describe('the baseline schema', () => {
     const tooOld = await fresh();
     await migrate(tooOld.pool, chainPrefix(5));
     const viaMigrate = await runCli(['db', 'migrate', '--json', '--database-url', tooOld.url]);
-    expect(viaMigrate.code).toBe(4);
+    expect(viaMigrate.code, viaMigrate.stdout + viaMigrate.stderr).toBe(4);
     expect(JSON.parse(viaMigrate.stdout).error).toMatchObject({ code: 'schema_too_old', message: expect.stringMatching(/stops at migration 0007_step_log_bytes/) });
     const viaStart = await runCli(['server', 'start', '--port', '0', '--database-url', tooOld.url]);
-    expect(viaStart.code).toBe(4);
+    expect(viaStart.code, viaStart.stderr).toBe(4);
     expect(viaStart.stderr).toMatch(/store schema too old to adopt: .*stops at migration 0007_step_log_bytes/);
 
     const whole = await fresh();
