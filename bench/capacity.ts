@@ -27,7 +27,7 @@ export async function seedEstate(pool: Pool, env: BenchEnv): Promise<void> {
        FROM generate_series(0, ${RUNNERS - 1}) g`,
   );
   await pool.query(
-    `INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, load, ready_at, enqueued_at, position, holder, runner_id, delivered_at, expires_at, executing)
+    `INSERT INTO step_leases (step_id, run_id, shard, attempt, load, ready_at, enqueued_at, position, holder, runner_id, delivered_at, expires_at, executing)
      SELECT 50000000 + g, 50000000 + g, 0, 1, 4, now(), now(), g, 'bench', 'rnr_cap_' || g, now(), now() + interval '3 minutes', g % 4 = 0
        FROM generate_series(0, ${RUNNERS - 1}, 2) g`,
   );

@@ -265,13 +265,13 @@ export class OpschainBench {
       // Which indexes the workload used: an index nothing scans only costs writes.
       const { rows: idx } = await d.pool.query(
         `SELECT relname, indexrelname, idx_scan::float8 AS scans FROM pg_stat_user_indexes
-          WHERE relname IN ('queue_ready', 'scheduler_job_leases', 'scheduler_done', 'steps', 'runs', 'step_logs', 'pool_holds') ORDER BY relname, indexrelname`,
+          WHERE relname IN ('queue_ready', 'step_leases', 'completed_attempts', 'steps', 'runs', 'step_logs', 'pool_holds') ORDER BY relname, indexrelname`,
       );
       this.notes.push(`${label}: index scans: ${idx.map((r) => `${r.indexrelname} ${r.scans}`).join(', ')}`);
       // An update that changes no indexed column and finds room on its page is HOT: no index entries, less WAL.
       const { rows: upd } = await d.pool.query(
         `SELECT relname, n_tup_upd::float8 AS upd, n_tup_hot_upd::float8 AS hot FROM pg_stat_user_tables
-          WHERE relname IN ('steps', 'runs', 'scheduler_job_leases') ORDER BY relname`,
+          WHERE relname IN ('steps', 'runs', 'step_leases') ORDER BY relname`,
       );
       this.notes.push(`${label}: updates (HOT): ${upd.map((r) => `${r.relname} ${r.upd} (${r.hot})`).join(', ')}`);
       for (const [phase, from, to] of [['submit', c0, c1], ['drain', c1, c2]] as const) {

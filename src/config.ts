@@ -24,7 +24,7 @@ export interface ServerConfig {
   leaseTtlMs: number;
   pollWindowMs: number;
   replicaRetentionMs: number;
-  schedulerDoneRetentionDays: number;
+  completedAttemptsRetentionDays: number;
   runsRetentionDays: number;
   acceptExceeding: boolean;
   replicaId?: string;
@@ -61,7 +61,7 @@ export const CONFIG_KEYS: KeySpec[] = [
   { path: 'poll_window', env: 'OPSCHAIN_POLL_WINDOW', kind: 'duration', field: 'pollWindowMs', default: 50_000, doc: 'how long a runner acquire parks before answering empty' },
   { path: 'replica_retention', env: 'OPSCHAIN_REPLICA_RETENTION', kind: 'duration', field: 'replicaRetentionMs', default: 86_400_000, doc: 'how long a dead replica row stays visible before the leader reaps it' },
   { path: 'retention.runs_days', env: 'OPSCHAIN_RETENTION_RUNS_DAYS', kind: 'int', field: 'runsRetentionDays', default: 30, doc: 'finished runs, their steps and logs older than this are pruned by the leader, in small batches' },
-  { path: 'retention.scheduler_done_days', env: 'OPSCHAIN_RETENTION_SCHEDULER_DONE_DAYS', kind: 'int', field: 'schedulerDoneRetentionDays', default: 7, doc: 'age-out of enqueue-idempotency bookkeeping; keep far beyond the lease TTL' },
+  { path: 'retention.completed_attempts_days', env: 'OPSCHAIN_RETENTION_COMPLETED_ATTEMPTS_DAYS', kind: 'int', field: 'completedAttemptsRetentionDays', default: 7, doc: 'age-out of enqueue-idempotency bookkeeping; keep far beyond the lease TTL' },
   { path: 'dispatch.accept_exceeding', env: 'OPSCHAIN_ACCEPT_EXCEEDING', kind: 'bool', field: 'acceptExceeding', default: true, doc: 'let the most capable idle runner take a step larger than every max_load' },
   { path: 'replica_id', env: 'OPSCHAIN_REPLICA_ID', kind: 'string', field: 'replicaId', doc: 'override the replica id (default hostname-<random> per boot)' },
   { path: 'logs.max_step_bytes', env: 'OPSCHAIN_LOGS_MAX_STEP_BYTES', kind: 'int', field: 'maxStepLogBytes', default: 10 * 1024 * 1024, doc: 'the most output one step attempt keeps (bytes); past it, one truncation line and nothing more' },
@@ -158,9 +158,18 @@ export interface ConfigSources {
   configFile?: string;
 }
 
+/** Keys renamed before the first release: their old spelling is refused naming the new one. */
+const RENAMED_KEYS: Array<{ path: string; env: string; now: string }> = [
+  { path: 'retention.scheduler_done_days', env: 'OPSCHAIN_RETENTION_SCHEDULER_DONE_DAYS', now: 'retention.completed_attempts_days' },
+];
+
 /** Flags > environment (`OPSCHAIN_*`) > config file > defaults; throws ConfigError naming the key. */
 export function loadConfig(sources: ConfigSources = {}): ServerConfig {
   const env = sources.env ?? process.env;
+  for (const r of RENAMED_KEYS) {
+    const now = CONFIG_KEYS.find((s) => s.path === r.now);
+    if (env[r.env] !== undefined && now) throw new ConfigError(r.env, `renamed: set ${now.env} instead`);
+  }
   const fileValues = new Map<string, unknown>();
   if (sources.configFile) {
     let text: string;
@@ -180,6 +189,8 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
       flatten(doc, '', fileValues);
     }
     for (const key of fileValues.keys()) {
+      const renamed = RENAMED_KEYS.find((r) => r.path === key);
+      if (renamed) throw new ConfigError(key, `renamed: write ${renamed.now} in ${sources.configFile} instead`);
       if (!CONFIG_KEYS.some((s) => s.path === key)) {
         throw new ConfigError(key, `unknown key in ${sources.configFile}; known keys: ${CONFIG_KEYS.map((s) => s.path).join(', ')}`);
       }

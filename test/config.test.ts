@@ -19,7 +19,7 @@ describe('loadConfig', () => {
     expect(c.leaseTtlMs).toBe(180_000);
     expect(c.pollWindowMs).toBe(50_000);
     expect(c.replicaRetentionMs).toBe(86_400_000);
-    expect(c.schedulerDoneRetentionDays).toBe(7);
+    expect(c.completedAttemptsRetentionDays).toBe(7);
     expect(c.acceptExceeding).toBe(true);
     expect(c.databaseUrl).toBeUndefined();
     expect(c.maxStepLogBytes).toBe(10 * 1024 * 1024);
@@ -44,12 +44,12 @@ describe('loadConfig', () => {
   });
 
   it('orders flags over environment over file over defaults', () => {
-    const f = file('precedence.yaml', 'port: 9000\nlease_ttl: 1m\nsite: filesite\nretention:\n  scheduler_done_days: 3\n');
+    const f = file('precedence.yaml', 'port: 9000\nlease_ttl: 1m\nsite: filesite\nretention:\n  completed_attempts_days: 3\n');
     const c = loadConfig({ configFile: f, env: { OPSCHAIN_LEASE_TTL: '2m', OPSCHAIN_SITE: 'envsite' }, flags: { site: 'flagsite' } });
     expect(c.port).toBe(9000);
     expect(c.leaseTtlMs).toBe(120_000);
     expect(c.site).toBe('flagsite');
-    expect(c.schedulerDoneRetentionDays).toBe(3);
+    expect(c.completedAttemptsRetentionDays).toBe(3);
   });
 
   it('reads DATABASE_URL when OPSCHAIN_DATABASE_URL is unset', () => {
@@ -58,7 +58,7 @@ describe('loadConfig', () => {
 
   it.each([
     ['unknown.yaml', 'prot: 80\n', 'prot'],
-    ['nested-unknown.yaml', 'retention:\n  scheduler_done_dayz: 3\n', 'retention.scheduler_done_dayz'],
+    ['nested-unknown.yaml', 'retention:\n  completed_attempts_dayz: 3\n', 'retention.completed_attempts_dayz'],
     ['bad-duration.yaml', 'lease_ttl: soon\n', 'lease_ttl'],
     ['bad-url.yaml', 'database_url: mysql://x\n', 'database_url'],
     ['bad-port.yaml', 'port: 70000\n', 'port'],
@@ -73,6 +73,14 @@ describe('loadConfig', () => {
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as ConfigError).key).toBe(key);
     expect((err as Error).message).toContain(key);
+  });
+
+  it('refuses a renamed key by its old name, naming the new one, in the file and in the environment', () => {
+    const f = file('renamed.yaml', 'retention:\n  scheduler_done_days: 3\n');
+    expect(() => loadConfig({ configFile: f, env: {} })).toThrow(/retention\.scheduler_done_days: renamed: write retention\.completed_attempts_days in .*renamed\.yaml instead/);
+    expect(() => loadConfig({ env: { OPSCHAIN_RETENTION_SCHEDULER_DONE_DAYS: '3' } })).toThrow(
+      /OPSCHAIN_RETENTION_SCHEDULER_DONE_DAYS: renamed: set OPSCHAIN_RETENTION_COMPLETED_ATTEMPTS_DAYS instead/,
+    );
   });
 
   it('refuses a bad duration from the environment', () => {

@@ -57,7 +57,7 @@ export class OpschainMetrics {
   readonly runnersDrained = new Gauge({ name: 'opschain_runners_drained', help: 'Registered runners under an operator drain, themselves or through their group.', registers: this.r });
   readonly posture = new Gauge({ name: 'opschain_posture', help: '1 while a fleet-wide posture is in force: fleet_quiesced, platform_halted, system_quiesced.', labelNames: ['posture'], registers: this.r });
   readonly shardsOwned = new Gauge({ name: 'opschain_shards_owned', help: `Shards (of ${SHARD_COUNT}) whose lease this replica holds.`, registers: this.r });
-  readonly leader = new Gauge({ name: 'opschain_leader', help: '1 while this replica holds the cron-leader lease.', registers: this.r });
+  readonly leader = new Gauge({ name: 'opschain_leader', help: '1 while this replica holds the leader lease.', registers: this.r });
   readonly member = new Gauge({ name: 'opschain_replica_member', help: '1 while this replica is in the live membership (0 while quiesced).', registers: this.r });
   readonly parked = new Gauge({ name: 'opschain_acquires_parked', help: 'Runner acquire calls parked on this replica now.', registers: this.r });
   readonly groupDemand = new Gauge({

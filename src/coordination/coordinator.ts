@@ -18,7 +18,7 @@ import {
   type Member,
   membershipLive,
   replicaReap,
-  schedulerDonePrune,
+  completedAttemptsPrune,
   shardLeaseName,
   shardOfLeaseName,
 } from '../store/coordination.js';
@@ -41,7 +41,7 @@ export interface CoordinationTiming {
   stalenessMs: number;
   /** Shard leases: valid about three ticks, renewed every tick. */
   shardTtlMs: number;
-  /** The cron-leader lease: valid three ticks, renewed every tick. */
+  /** The leader lease: valid three ticks, renewed every tick. */
   leaderTtlMs: number;
 }
 
@@ -63,7 +63,7 @@ export interface CoordinationDeps {
   events: EventEmitter;
   state: CoordinationState;
   timing: CoordinationTiming;
-  config: Pick<ServerConfig, 'pollWindowMs' | 'replicaRetentionMs' | 'schedulerDoneRetentionDays'>;
+  config: Pick<ServerConfig, 'pollWindowMs' | 'replicaRetentionMs' | 'completedAttemptsRetentionDays'>;
   /** Told when a reclaimed exposed claim comes back as a new attempt. */
   hooks?: Pick<OrchestratorHooks, 'stepRequeued'>;
   /** The leader's duties beyond coordination's own, run after runner liveness (the lost-runner expiry sweep is one). */
@@ -95,9 +95,9 @@ function coordinationDuties(deps: CoordinationDeps) {
       },
     } satisfies LeaderDuty<string[]>,
     retention: {
-      name: 'scheduler_done retention',
+      name: 'completed_attempts retention',
       fallback: 0,
-      run: () => schedulerDonePrune(pool, { retentionDays: config.schedulerDoneRetentionDays }),
+      run: () => completedAttemptsPrune(pool, { retentionDays: config.completedAttemptsRetentionDays }),
     } satisfies LeaderDuty<number>,
   };
 }
@@ -111,7 +111,7 @@ function coordinationDuties(deps: CoordinationDeps) {
  *  3. shards: release the shards no longer ours FIRST (local ownership dropped before the row
  *     goes), then claim the desired shards that are free, expired or already ours, so two
  *     replicas never hold one shard at the same instant;
- *  4. leadership: contend for (or, when quiesced, give up) the cron-leader lease; wake the peers
+ *  4. leadership: contend for (or, when quiesced, give up) the leader lease; wake the peers
  *     when something was let go or is wanted;
  *  5. reclaim the un-acked claims of dead peers;
  *  6. on the leader: the leader's duties (LeaderDuties), coordination's own and the others'.
@@ -232,7 +232,7 @@ async function shardLeases(
   return { desired, released, acquired, owned, wanted };
 }
 
-/** Contends for the cron-leader lease as a member; a replica out of the membership gives it up. */
+/** Contends for the leader lease as a member; a replica out of the membership gives it up. */
 async function leaderLease(deps: CoordinationDeps, p: { member: boolean; leases: CoordinationLease[]; tickStart: number }): Promise<{ was: boolean; gaveUp: boolean }> {
   const { pool, replicaId: me, state, timing } = deps;
   const was = state.isLeader();
@@ -251,10 +251,10 @@ function announceLeadership(deps: CoordinationDeps, wasLeader: boolean): void {
   const { state, replicaId: me, log, events } = deps;
   const leader = state.isLeader();
   if (leader && !wasLeader) {
-    log.info({ replica: me, token: state.leaderToken() }, 'gained the cron-leader lease');
+    log.info({ replica: me, token: state.leaderToken() }, 'gained the leader lease');
     emitCoordination(events, 'leader:gained', { replicaId: me, token: state.leaderToken()! });
   } else if (!leader && wasLeader) {
-    log.info({ replica: me }, 'lost the cron-leader lease');
+    log.info({ replica: me }, 'lost the leader lease');
     emitCoordination(events, 'leader:lost', { replicaId: me });
   }
 }

@@ -48,7 +48,7 @@ export interface PlanInput {
 export interface Delivery {
   entry: QueueEntry;
   waiter: Waiter;
-  /** this delivery creates the run's pin: write scheduler_run_pins before delivering */
+  /** this delivery creates the run's pin: write run_pins before delivering */
   pin: boolean;
   /** the step's load exceeds every matching runner's max_load; accepted by the idle most capable one (log a warning) */
   exceedsMaxLoad: boolean;

@@ -2,7 +2,7 @@ import { blockingKey } from '../core/blocking.js';
 import type { QueueEntry } from '../core/entry.js';
 import { verdict, type Postures } from '../core/verdict.js';
 import { verdictInputsRead, type VerdictInputs } from '../store/fleet.js';
-import type { Pool, PoolClient } from '../store/pool.js';
+import type { Db } from '../store/pool.js';
 import { queueBlock, queueBlockedRead, queueUnblock } from '../store/queue.js';
 
 /** How often a replica checks its blocked entries again when nothing nudges it sooner. */
@@ -12,8 +12,6 @@ export const UNBLOCK_EVERY_MS = 1_000;
  * since that check reads only those keys through their index (a run at its cap waits for it).
  */
 export const UNBLOCK_NUDGED_MS = 0;
-
-type Db = Pool | PoolClient;
 
 /**
  * Postures are not a reason to set anything aside: a held fleet claims nothing, so nothing is

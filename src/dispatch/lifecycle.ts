@@ -80,16 +80,21 @@ export interface SweepResult { requeued: number; lost: number; returned: number;
  * One expiry pass: offers never acked by their deadline come back as the next attempt; delivered
  * leases past their TTL fail fast as runner_lost (no auto-retry, log sealed by the orchestrator).
  * Held entirely during a platform halt. Row locks make concurrent sweeps on several replicas safe.
+ * Deadlines are judged by the database's now() unless `now` is given (tests set the time).
  */
-export async function expireOnce(deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'events' | 'queueChanged' | 'log'>, limit = 500): Promise<SweepResult> {
+export async function expireOnce(
+  deps: Pick<DispatchDeps, 'pool' | 'hooks' | 'events' | 'queueChanged' | 'log'>,
+  opts: { limit?: number; now?: Date } = {},
+): Promise<SweepResult> {
+  const { limit = 500, now } = opts;
   const posture = await postureRead(deps.pool);
   if (posture.halted) return { requeued: 0, lost: 0, returned: 0, held: true };
   const out = await withTransaction(deps.pool, async (client) => {
-    const unacked = await leaseRequeueUnacked(client, { limit });
+    const unacked = await leaseRequeueUnacked(client, { limit, now });
     for (const l of unacked) {
       await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt + 1, reason: 'offer not acknowledged by its deadline', lease: l });
     }
-    const { lost, returned } = await leaseExpireDue(client, { limit });
+    const { lost, returned } = await leaseExpireDue(client, { limit, now });
     const pins = await pinsForRuns(client, [...new Set(lost.filter((l) => l.runScope).map((l) => l.runId))]);
     await deps.hooks.stepsFinished(
       client,

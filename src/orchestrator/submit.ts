@@ -1,6 +1,6 @@
 import { CallGroups } from '../core/call-groups.js';
 import { classify, placementFromBinding } from '../core/classify.js';
-import type { Pool, PoolClient } from '../store/pool.js';
+import type { Pool, PoolClient, Db } from '../store/pool.js';
 import { placementBindingsOver } from '../store/placement.js';
 import { runsInsertQueued, type RunToQueue } from '../store/runs.js';
 import type { TraceParent } from '../core/trace-ids.js';
@@ -74,7 +74,7 @@ export async function runSubmitIn(client: PoolClient, file: LoadedRunFile, by: S
 }
 
 /** Starts many runs in one statement (all or none), as runSubmit does each. */
-export async function runSubmitMany(db: Pool | PoolClient, files: LoadedRunFile[], by: SubmitBy): Promise<RunSubmitted[]> {
+export async function runSubmitMany(db: Db, files: LoadedRunFile[], by: SubmitBy): Promise<RunSubmitted[]> {
   return submitRuns(db, files.map((file) => ({ file, by })));
 }
 
@@ -82,7 +82,7 @@ export async function runSubmitMany(db: Pool | PoolClient, files: LoadedRunFile[
  * Writes the runs in one statement, which takes their ids, shards and project weights itself;
  * runs whose placement a path binding may decide read the bindings over their targets first.
  */
-async function submitRuns(db: Pool | PoolClient, items: Array<{ file: LoadedRunFile; by: SubmitBy }>): Promise<RunSubmitted[]> {
+async function submitRuns(db: Db, items: Array<{ file: LoadedRunFile; by: SubmitBy }>): Promise<RunSubmitted[]> {
   if (items.length === 0) return [];
   const targeted = items.map((x) => x.file.definition).filter((d) => d.steps.some((s) => s.needs.length === 0 && placementFromBinding(d, s)));
   const bindings = await placementBindingsOver(db, targeted.map((d) => d.target!));

@@ -4,12 +4,11 @@ import { SHARD_COUNT } from '../core/entry.js';
 import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName } from './coordination.js';
 import { fleetRead, scopedRunsOf, type FleetRunnerRow } from './fleet.js';
 import { triggersQueueRead, type TriggerDueRow, type WaitingLaunchRow } from './triggers.js';
-import type { Pool, PoolClient } from './pool.js';
+import { laneOfSql } from './lanes.js';
+import type { PoolClient, Db } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
 import { ENTRY_COLS, mapEntry } from './queue.js';
 import { replicaList, type ReplicaRow } from './replicas.js';
-
-type Db = Pool | PoolClient;
 
 /** Ready depth and oldest waiting age of one lane. */
 export interface LaneDepth {
@@ -195,26 +194,26 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
               l.renewed_at, l.expires_at, l.executing, s.name AS step_name, r.name AS run_name, r.target, r.project,
               (extract(epoch FROM l.expires_at - greatest(l.claimed_at, l.delivered_at, l.acked_at, l.renewed_at)) * 1000)::bigint AS ttl_ms,
               count(*) OVER () AS total
-         FROM scheduler_job_leases l
+         FROM step_leases l
          LEFT JOIN steps s ON s.id = l.step_id
          LEFT JOIN runs r ON r.id = l.run_id
         ORDER BY l.claimed_at, l.step_id
         LIMIT $1`,
       [limit],
     );
-    const leasedLanes = await client.query(`SELECT lane, count(*)::bigint AS n FROM scheduler_job_leases GROUP BY lane`);
+    const leasedLanes = await client.query(`SELECT lane, count(*)::bigint AS n FROM step_leases GROUP BY lane`);
     const projects = await client.query(
       `WITH recent AS (
-         SELECT d.step_id FROM scheduler_done d WHERE d.done_at >= now() - $1 * interval '1 millisecond' ORDER BY d.done_at DESC LIMIT $2
+         SELECT d.step_id FROM completed_attempts d WHERE d.done_at >= now() - $1 * interval '1 millisecond' ORDER BY d.done_at DESC LIMIT $2
        ), delivered AS (
-         SELECT l.lane, l.fair_key, l.weight FROM scheduler_job_leases l WHERE l.delivered_at >= now() - $1 * interval '1 millisecond'
+         SELECT l.lane, l.fair_key, l.weight FROM step_leases l WHERE l.delivered_at >= now() - $1 * interval '1 millisecond'
          UNION ALL
-         SELECT CASE WHEN coalesce(s.priority, r.priority) >= 100 THEN 0 WHEN coalesce(s.priority, r.priority) >= 50 THEN 1 ELSE 2 END,
+         SELECT ${laneOfSql('coalesce(s.priority, r.priority)')},
                 r.project, coalesce(p.weight, 1)
            FROM recent JOIN steps s ON s.id = recent.step_id JOIN runs r ON r.id = s.run_id LEFT JOIN projects p ON p.name = r.project
        )
        SELECT lane, fair_key, max(weight) AS weight, count(*)::bigint AS n,
-              (SELECT count(*) FROM scheduler_done d WHERE d.done_at >= now() - $1 * interval '1 millisecond') AS done_total
+              (SELECT count(*) FROM completed_attempts d WHERE d.done_at >= now() - $1 * interval '1 millisecond') AS done_total
          FROM delivered GROUP BY lane, fair_key ORDER BY lane, fair_key`,
       [deliveryWindowMs, deliverySample],
     );
@@ -242,8 +241,8 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
       [sampleLimit],
     );
     const runIds = [...new Set(sample.rows.map((r) => Number(r.run_id)))];
-    const pins = await client.query(`SELECT run_id, runner_id FROM scheduler_run_pins WHERE run_id = ANY($1::bigint[])`, [runIds]);
-    const outstanding = await client.query(`SELECT run_id, count(*)::int AS n FROM scheduler_job_leases WHERE run_id = ANY($1::bigint[]) GROUP BY run_id`, [runIds]);
+    const pins = await client.query(`SELECT run_id, runner_id FROM run_pins WHERE run_id = ANY($1::bigint[])`, [runIds]);
+    const outstanding = await client.query(`SELECT run_id, count(*)::int AS n FROM step_leases WHERE run_id = ANY($1::bigint[]) GROUP BY run_id`, [runIds]);
     const triggers = await triggersQueueRead(client, { limit: 20 });
     await client.query('COMMIT');
     began = false;

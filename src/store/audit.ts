@@ -1,8 +1,8 @@
-import type { Pool, PoolClient } from './pool.js';
+import type { Db } from './pool.js';
 
 export interface AuditEntry { actor: string; action: string; target?: string; source?: string; detail?: Record<string, unknown> }
 
-export async function auditRecord(db: Pool | PoolClient, e: AuditEntry): Promise<void> {
+export async function auditRecord(db: Db, e: AuditEntry): Promise<void> {
   await db.query(`INSERT INTO audit_log (actor, action, target, source, detail) VALUES ($1, $2, $3, $4, $5)`, [
     e.actor,
     e.action,
@@ -18,7 +18,7 @@ export interface AuditRow { id: number; at: Date; actor: string; action: string;
  * The audit log newest first: since a time (or a span back from the store's clock), for actors
  * containing a text (case-insensitive), at most `limit` rows. Index-backed on `at`, or on actor.
  */
-export async function auditList(db: Pool | PoolClient, p: { sinceAt?: Date; sinceMs?: number; actor?: string; limit: number }): Promise<AuditRow[]> {
+export async function auditList(db: Db, p: { sinceAt?: Date; sinceMs?: number; actor?: string; limit: number }): Promise<AuditRow[]> {
   const actor = p.actor === undefined ? null : `%${p.actor.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
   const { rows } = await db.query(
     `SELECT id, at, actor, action, target, source, detail FROM audit_log

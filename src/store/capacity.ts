@@ -1,7 +1,7 @@
 import type { CapacityLease, CapacityState } from '../core/capacity.js';
 import type { PlacementRequirement } from '../core/entry.js';
 import { fleetRead } from './fleet.js';
-import type { Pool } from './pool.js';
+import { storeNow, type Pool } from './pool.js';
 import { postureRead } from './posture.js';
 import { mapEntry } from './queue.js';
 
@@ -31,7 +31,7 @@ export async function capacityRead(pool: Pool, opts: { limit?: number } = {}): P
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     began = true;
-    const now: Date = (await client.query(`SELECT now() AS now`)).rows[0].now;
+    const now = await storeNow(client);
     // What the verdicts and the planner read of an entry, and no more.
     const columns = `step_id, run_id, 0 AS shard, 1 AS attempt, 0 AS priority, NULL::text AS site_stamp, lane, fair_key, weight, pools, requirement::text AS requirement, load, run_scope, max_parallel, ready_at, position`;
     const deep = (await client.query(`SELECT count(*)::int AS n FROM (SELECT 1 FROM queue_ready LIMIT $1) x`, [limit + 1])).rows[0].n > limit;
@@ -50,7 +50,7 @@ export async function capacityRead(pool: Pool, opts: { limit?: number } = {}): P
       );
       tail = rows.map((r) => ({ requirement: requirementOf(r.requirement), pools: r.pools ?? [], load: Number(r.load), count: r.n, oldestReadyAt: r.oldest }));
     }
-    const leases = await client.query(`SELECT step_id, run_id, runner_id, executing, requirement, load FROM scheduler_job_leases`);
+    const leases = await client.query(`SELECT step_id, run_id, runner_id, executing, requirement, load FROM step_leases`);
     const runners = await fleetRead(client);
     const groups = await client.query(
       `SELECT name, attributes, exclusive FROM runner_groups
@@ -62,8 +62,8 @@ export async function capacityRead(pool: Pool, opts: { limit?: number } = {}): P
       `SELECT coalesce(l.name, h.pool) AS name, l.max_holders, coalesce(h.n, 0) AS held
          FROM pool_limits l FULL JOIN (SELECT pool, count(*)::int AS n FROM pool_holds GROUP BY pool) h ON h.pool = l.name`,
     );
-    const pins = await client.query(`SELECT run_id, runner_id FROM scheduler_run_pins`);
-    const outstanding = await client.query(`SELECT run_id, count(*)::int AS n FROM scheduler_job_leases GROUP BY run_id`);
+    const pins = await client.query(`SELECT run_id, runner_id FROM run_pins`);
+    const outstanding = await client.query(`SELECT run_id, count(*)::int AS n FROM step_leases GROUP BY run_id`);
     const projects = await client.query(`SELECT name FROM projects`);
     const posture = await postureRead(client);
     await client.query('COMMIT');

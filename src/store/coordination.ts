@@ -1,8 +1,6 @@
-import type { Pool, PoolClient } from './pool.js';
+import type { Db } from './pool.js';
 
-type Db = Pool | PoolClient;
-
-export const LEADER_LEASE = 'cron-leader';
+export const LEADER_LEASE = 'leader';
 export const shardLeaseName = (shard: number): string => `shard:${shard}`;
 
 /** The shard number of a `shard:N` lease name, or undefined for any other lease. */
@@ -102,16 +100,13 @@ export async function replicaReap(db: Db, p: { retentionMs: number }): Promise<s
 }
 
 /** Ages out enqueue-idempotency bookkeeping; returns how many rows went. */
-export async function schedulerDonePrune(db: Db, p: { retentionDays: number }): Promise<number> {
-  const { rowCount } = await db.query(`DELETE FROM scheduler_done WHERE done_at < now() - $1 * interval '1 day'`, [p.retentionDays]);
+export async function completedAttemptsPrune(db: Db, p: { retentionDays: number }): Promise<number> {
+  const { rowCount } = await db.query(`DELETE FROM completed_attempts WHERE done_at < now() - $1 * interval '1 day'`, [p.retentionDays]);
   return rowCount ?? 0;
 }
 
-/** The database clock, so status ages are judged like everything else that crosses replicas. */
-export async function storeNow(db: Db): Promise<Date> {
-  const { rows } = await db.query(`SELECT now() AS now`);
-  return rows[0].now;
-}
+// Importers of the clock from here (status, console, postures) predate src/store/pool.ts's storeNow.
+export { storeNow } from './pool.js';
 
 /** Replicas LISTEN here: a lease released or wanted wakes every coordination loop at once. */
 export const COORDINATION_CHANNEL = 'opschain_coordination';

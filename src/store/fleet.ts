@@ -7,11 +7,9 @@ import { auditRecord } from './audit.js';
 import { leasesOutstandingByRun, pinsForRuns } from './leases.js';
 import { poolStateRead } from './pools.js';
 import { mapEntry } from './queue.js';
-import { withTransaction, type Pool, type PoolClient } from './pool.js';
+import { storeNow, withTransaction, type Pool, type Db } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
 import { prepared } from './prepared.js';
-
-type Db = Pool | PoolClient;
 
 /** A registered runner with its group's facts, drain state and running load. */
 export interface FleetRunnerRow extends VerdictRunner {
@@ -85,7 +83,7 @@ const fleetSql = (ids: (column: string) => string, columns: string) => `SELECT $
        FROM runners r
        LEFT JOIN runner_groups g ON g.name = r.group_name
        LEFT JOIN (SELECT runner_id, sum(load) AS load, count(*) AS n, min(run_id) FILTER (WHERE run_scope) AS scoped_run
-                    FROM scheduler_job_leases
+                    FROM step_leases
                    WHERE runner_id IS NOT NULL AND ${ids('runner_id')}
                    GROUP BY runner_id) l ON l.runner_id = r.id
       WHERE r.deleted_at IS NULL AND ${ids('r.id')}`;
@@ -249,7 +247,7 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
             WHERE s.run_id = $2 ORDER BY q.lane, q.ready_at, q.position LIMIT $1`,
           [limit, runId],
         );
-  const leased = await db.query(`SELECT * FROM scheduler_job_leases WHERE $1::bigint IS NULL OR run_id = $1 ORDER BY claimed_at, step_id`, [runId]);
+  const leased = await db.query(`SELECT * FROM step_leases WHERE $1::bigint IS NULL OR run_id = $1 ORDER BY claimed_at, step_id`, [runId]);
   const runners = await fleetRead(db);
   const posture = await postureRead(db);
   const runIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.run_id)))];
@@ -260,7 +258,7 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
   const stepIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.step_id)))];
   const names = stepIds.length ? (await db.query(`SELECT id, name FROM steps WHERE id = ANY($1::bigint[])`, [stepIds])).rows : [];
   let now: Date = ready.rows[0]?.db_now;
-  if (!now) now = (await db.query(`SELECT now() AS now`)).rows[0].now;
+  if (!now) now = await storeNow(db);
   return {
     stepNames: new Map(names.map((r) => [Number(r.id), r.name as string])),
     now,
@@ -356,7 +354,7 @@ export async function runnerLeasesRead(db: Db, runnerIds: string[]): Promise<Run
   if (runnerIds.length === 0) return [];
   const { rows } = await db.query(
     `SELECT l.step_id, l.run_id, s.name AS step, r.name AS run, l.attempt, l.runner_id, l.executing, l.delivered_at
-       FROM scheduler_job_leases l
+       FROM step_leases l
        LEFT JOIN steps s ON s.id = l.step_id
        LEFT JOIN runs r ON r.id = l.run_id
       WHERE l.runner_id = ANY($1::text[])
@@ -380,7 +378,7 @@ export async function runnerPinsRead(db: Db, runnerIds: string[]): Promise<Array
   if (runnerIds.length === 0) return [];
   const { rows } = await db.query(
     `SELECT p.run_id, r.name AS run, p.runner_id, (SELECT count(*) FROM steps s JOIN queue_ready q ON q.step_id = s.id WHERE s.run_id = p.run_id) AS queued
-       FROM scheduler_run_pins p LEFT JOIN runs r ON r.id = p.run_id
+       FROM run_pins p LEFT JOIN runs r ON r.id = p.run_id
       WHERE p.runner_id = ANY($1::text[])
       ORDER BY p.run_id`,
     [runnerIds],

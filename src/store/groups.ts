@@ -1,6 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { Db } from './pool.js';
 
 export interface GroupRow {
   name: string;

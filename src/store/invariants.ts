@@ -1,6 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { Pool, Db } from './pool.js';
 
 export interface InvariantResult {
   name: string;
@@ -21,7 +19,7 @@ const RULES: Array<{ name: string; rule: string; sql: string }> = [
     name: 'lease_has_origin',
     rule: 'every live lease is the running attempt of an existing step of a running run',
     sql: `SELECT l.step_id, l.attempt, s.status, s.attempt AS step_attempt, r.status AS run_status
-            FROM scheduler_job_leases l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id
+            FROM step_leases l LEFT JOIN steps s ON s.id = l.step_id LEFT JOIN runs r ON r.id = s.run_id
            WHERE s.id IS NULL OR s.attempt <> l.attempt OR s.status <> 'running' OR r.status <> 'running'`,
   },
   {
@@ -34,7 +32,7 @@ const RULES: Array<{ name: string; rule: string; sql: string }> = [
   {
     name: 'ready_or_leased_not_both',
     rule: 'a step is never both on the queue and leased',
-    sql: `SELECT q.step_id FROM queue_ready q JOIN scheduler_job_leases l USING (step_id)`,
+    sql: `SELECT q.step_id FROM queue_ready q JOIN step_leases l USING (step_id)`,
   },
   {
     name: 'finished_run_has_no_open_step',
@@ -48,7 +46,7 @@ const RULES: Array<{ name: string; rule: string; sql: string }> = [
     rule: 'every ready step is queued and every running step is leased',
     sql: `SELECT s.id, s.status, s.attempt FROM steps s
            WHERE (s.status = 'ready' AND NOT EXISTS (SELECT 1 FROM queue_ready q WHERE q.step_id = s.id))
-              OR (s.status = 'running' AND NOT EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.step_id = s.id))`,
+              OR (s.status = 'running' AND NOT EXISTS (SELECT 1 FROM step_leases l WHERE l.step_id = s.id))`,
   },
   {
     name: 'run_counter_matches',
@@ -69,15 +67,15 @@ const RULES: Array<{ name: string; rule: string; sql: string }> = [
     name: 'done_attempt_unique',
     rule: 'an attempt recorded done is never live again and never newer than its step',
     sql: `SELECT d.step_id, d.attempt, s.attempt AS step_attempt
-            FROM scheduler_done d LEFT JOIN steps s ON s.id = d.step_id
+            FROM completed_attempts d LEFT JOIN steps s ON s.id = d.step_id
            WHERE s.id IS NOT NULL AND (d.attempt > s.attempt
               OR EXISTS (SELECT 1 FROM queue_ready q WHERE q.step_id = d.step_id AND q.attempt = d.attempt)
-              OR EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.step_id = d.step_id AND l.attempt = d.attempt))`,
+              OR EXISTS (SELECT 1 FROM step_leases l WHERE l.step_id = d.step_id AND l.attempt = d.attempt))`,
   },
   {
     name: 'pool_hold_has_lease',
     rule: 'every pool hold belongs to a live lease',
-    sql: `SELECT h.pool, h.step_id FROM pool_holds h WHERE NOT EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.step_id = h.step_id)`,
+    sql: `SELECT h.pool, h.step_id FROM pool_holds h WHERE NOT EXISTS (SELECT 1 FROM step_leases l WHERE l.step_id = h.step_id)`,
   },
 ];
 

@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
+import type { PoolClient, Db } from './pool.js';
 
 /**
  * NOTIFY channel of revoked leases; the payload is the runner id. Delivered at commit, so a
@@ -15,7 +15,7 @@ export const LEASES_REVOKED_CHANNEL = 'opschain_leases_revoked';
 export async function leaseRevokeRun(client: PoolClient, runId: number): Promise<Array<{ stepId: number; attempt: number; runnerId: string | null }>> {
   const { rows } = await client.query(
     `WITH revoked AS (
-       DELETE FROM scheduler_job_leases WHERE run_id = $1 RETURNING step_id, attempt, runner_id
+       DELETE FROM step_leases WHERE run_id = $1 RETURNING step_id, attempt, runner_id
      ), released AS (
        DELETE FROM pool_holds h USING steps s WHERE s.id = h.step_id AND s.run_id = $1 RETURNING h.step_id
      )
@@ -29,11 +29,11 @@ export async function leaseRevokeRun(client: PoolClient, runId: number): Promise
 }
 
 /** Of the leases a runner presents, the step ids it no longer holds (revoked, expired, re-issued). */
-export async function leasesNotHeld(db: Pool | PoolClient, p: { runnerId: string; items: Array<{ stepId: number; token: string }> }): Promise<number[]> {
+export async function leasesNotHeld(db: Db, p: { runnerId: string; items: Array<{ stepId: number; token: string }> }): Promise<number[]> {
   if (p.items.length === 0) return [];
   const { rows } = await db.query(
     `SELECT m.step_id FROM unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
-      WHERE NOT EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = $3)`,
+      WHERE NOT EXISTS (SELECT 1 FROM step_leases l WHERE l.step_id = m.step_id AND l.token = m.token AND l.runner_id = $3)`,
     [p.items.map((i) => i.stepId), p.items.map((i) => i.token), p.runnerId],
   );
   return rows.map((r) => Number(r.step_id));

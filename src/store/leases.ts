@@ -1,8 +1,6 @@
-import type { Pool, PoolClient } from './pool.js';
+import type { PoolClient, Db } from './pool.js';
 import { prepared } from './prepared.js';
 import { ENTRY_COLS, entryCols, entryColsBack } from './queue.js';
-
-type Db = Pool | PoolClient;
 
 /**
  * CTE `done`: the attempts of ended leases d recorded done, with `token` as their token. An attempt
@@ -10,9 +8,9 @@ type Db = Pool | PoolClient;
  * by NOT EXISTS, not ON CONFLICT, whose speculative insertion logs a confirmation record per row
  * (48 B of WAL per step).
  */
-const doneCte = (token: string) => `done AS (INSERT INTO scheduler_done (step_id, attempt, token, runner_id)
+const doneCte = (token: string) => `done AS (INSERT INTO completed_attempts (step_id, attempt, token, runner_id)
                    SELECT step_id, attempt, ${token}, runner_id FROM d
-                    WHERE NOT EXISTS (SELECT 1 FROM scheduler_done x WHERE x.step_id = d.step_id AND x.attempt = d.attempt))`;
+                    WHERE NOT EXISTS (SELECT 1 FROM completed_attempts x WHERE x.step_id = d.step_id AND x.attempt = d.attempt))`;
 
 /** CTE `holds`: the pool holds of ended leases d dropped; a step in no pool skips the probe. */
 const HOLDS_CTE = `holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)`;
@@ -94,7 +92,7 @@ const deliverSql = (along?: DeliveryWrite) =>
   `WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS m(step_id, runner_id, request_id)),
           d AS (DELETE FROM queue_ready q WHERE q.step_id = ANY($1::bigint[]) RETURNING q.*),
           l AS (
-            INSERT INTO scheduler_job_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_key, ack_deadline, expires_at)
+            INSERT INTO step_leases (${ENTRY_COLS}, holder, claimed_at, delivered_at, runner_id, request_key, ack_deadline, expires_at)
             SELECT ${entryCols('d')},
                    $4, now(), now(), m.runner_id, hashtextextended(m.request_id, 0), now() + $5 * interval '1 millisecond',
                    now() + $6 * interval '1 millisecond'
@@ -149,7 +147,7 @@ export async function leaseDeliver(
  */
 export async function leaseByRequest(db: Db, p: { runnerId: string; requestId: string }): Promise<LeaseRow[]> {
   const { rows } = await db.query(
-    `SELECT * FROM scheduler_job_leases WHERE runner_id = $1 AND request_key = hashtextextended($2, 0) AND acked_at IS NULL ORDER BY position`,
+    `SELECT * FROM step_leases WHERE runner_id = $1 AND request_key = hashtextextended($2, 0) AND acked_at IS NULL ORDER BY position`,
     [p.runnerId, p.requestId],
   );
   return rows.map(mapLease);
@@ -174,7 +172,7 @@ const heldKeys = (rows: any[]) => new Set(rows.map((r) => heldKey({ stepId: Numb
 const HELD_MATCH = `l.step_id = ANY($1::bigint[]) AND l.step_id = m.step_id AND l.token = m.token AND l.runner_id = m.runner_id`;
 
 const LEASE_ACK = prepared(
-  `UPDATE scheduler_job_leases l SET acked_at = coalesce(l.acked_at, now()), expires_at = now() + $4 * interval '1 millisecond'
+  `UPDATE step_leases l SET acked_at = coalesce(l.acked_at, now()), expires_at = now() + $4 * interval '1 millisecond'
        FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
       WHERE ${HELD_MATCH}
       RETURNING l.step_id, l.token, l.runner_id`,
@@ -192,7 +190,7 @@ export async function leaseAck(db: Db, p: { ttlMs: number; items: HeldLeaseRef[]
 }
 
 const LEASE_RENEW = prepared(
-  `UPDATE scheduler_job_leases l
+  `UPDATE step_leases l
         SET renewed_at = now(), renewals = coalesce(l.renewals, 0) + 1, executing = true, acked_at = coalesce(l.acked_at, now()),
             expires_at = now() + $4 * interval '1 millisecond'
        FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
@@ -209,12 +207,12 @@ export async function leaseRenew(db: Db, p: { ttlMs: number; items: HeldLeaseRef
 
 /** The live lease this token fences, or undefined (stale, revoked, or another runner's). */
 export async function leaseCheck(db: Db, p: { runnerId: string; stepId: number; token: string }): Promise<LeaseRow | undefined> {
-  const { rows } = await db.query(`SELECT * FROM scheduler_job_leases WHERE step_id = $1 AND token = $2 AND runner_id = $3`, [p.stepId, p.token, p.runnerId]);
+  const { rows } = await db.query(`SELECT * FROM step_leases WHERE step_id = $1 AND token = $2 AND runner_id = $3`, [p.stepId, p.token, p.runnerId]);
   return rows[0] ? mapLease(rows[0]) : undefined;
 }
 
 const leaseCompleteSql = (more: string) =>
-  `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
+  `WITH d AS (DELETE FROM step_leases l USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
                  WHERE ${HELD_MATCH} RETURNING l.*),
           ${doneCte('token')},
           ${HOLDS_CTE}
@@ -256,11 +254,11 @@ export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef
  * reused anyway.
  */
 export async function leaseTableVacuum(db: Db): Promise<void> {
-  await db.query(`VACUUM (ANALYZE, SKIP_LOCKED, TRUNCATE false) scheduler_job_leases`);
+  await db.query(`VACUUM (ANALYZE, SKIP_LOCKED, TRUNCATE false) step_leases`);
 }
 
 const DONE_BY_TOKEN = prepared(
-  `SELECT d.step_id, d.token, d.runner_id FROM scheduler_done d JOIN unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
+  `SELECT d.step_id, d.token, d.runner_id FROM completed_attempts d JOIN unnest($1::bigint[], $2::bigint[], $3::text[]) AS m(step_id, token, runner_id)
        ON d.step_id = m.step_id AND d.token = m.token AND d.runner_id = m.runner_id`,
 );
 
@@ -283,7 +281,7 @@ export async function doneByToken(db: Db, items: HeldLeaseRef[]): Promise<Set<st
 export async function leaseReturn(client: PoolClient, p: { items: LeaseRef[]; runnerId?: string; newAttempt: boolean }): Promise<LeaseRow[]> {
   if (p.items.length === 0) return [];
   const { rows } = await client.query(
-    `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
+    `WITH d AS (DELETE FROM step_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
                  WHERE l.step_id = m.step_id AND l.token = m.token AND ($3::text IS NULL OR l.runner_id = $3) RETURNING l.*),
           ${HOLDS_CTE},
           q AS (INSERT INTO queue_ready (${ENTRY_COLS})
@@ -295,13 +293,16 @@ export async function leaseReturn(client: PoolClient, p: { items: LeaseRef[]; ru
   return rows.map(mapLease);
 }
 
-/** Delivered offers nobody acked by their deadline: back on the queue as the next attempt. */
-export async function leaseRequeueUnacked(client: PoolClient, p: { limit: number }): Promise<LeaseRow[]> {
+/**
+ * Delivered offers nobody acked by their deadline: back on the queue as the next attempt. `now`
+ * is the database's clock unless given (a test sets the time instead of rewriting deadlines).
+ */
+export async function leaseRequeueUnacked(client: PoolClient, p: { limit: number; now?: Date }): Promise<LeaseRow[]> {
   const { rows: due } = await client.query(
-    `SELECT step_id, token FROM scheduler_job_leases
-      WHERE acked_at IS NULL AND ack_deadline IS NOT NULL AND ack_deadline < now()
+    `SELECT step_id, token FROM step_leases
+      WHERE acked_at IS NULL AND ack_deadline IS NOT NULL AND ack_deadline < coalesce($2::timestamptz, now())
       ORDER BY ack_deadline LIMIT $1 FOR UPDATE SKIP LOCKED`,
-    [p.limit],
+    [p.limit, p.now ?? null],
   );
   return leaseReturn(client, { items: due.map((r) => ({ stepId: Number(r.step_id), token: String(r.token) })), newAttempt: true });
 }
@@ -309,20 +310,21 @@ export async function leaseRequeueUnacked(client: PoolClient, p: { limit: number
 /**
  * Delivered leases past their expiry: the runner went silent. Fenced (deleted), recorded done so
  * a late completion or a repeat enqueue of that attempt changes nothing, pool holds dropped.
- * Undelivered leases past expiry go back to the queue at their original attempt instead.
+ * Undelivered leases past expiry go back to the queue at their original attempt instead. `now` as
+ * for leaseRequeueUnacked.
  */
-export async function leaseExpireDue(client: PoolClient, p: { limit: number }): Promise<{ lost: LeaseRow[]; returned: LeaseRow[] }> {
+export async function leaseExpireDue(client: PoolClient, p: { limit: number; now?: Date }): Promise<{ lost: LeaseRow[]; returned: LeaseRow[] }> {
   const { rows: due } = await client.query(
-    `SELECT step_id, token, delivered_at IS NOT NULL AS delivered FROM scheduler_job_leases
-      WHERE expires_at < now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
-    [p.limit],
+    `SELECT step_id, token, delivered_at IS NOT NULL AS delivered FROM step_leases
+      WHERE expires_at < coalesce($2::timestamptz, now()) ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
+    [p.limit, p.now ?? null],
   );
   const delivered = due.filter((r) => r.delivered).map((r) => ({ stepId: Number(r.step_id), token: String(r.token) }));
   const undelivered = due.filter((r) => !r.delivered).map((r) => ({ stepId: Number(r.step_id), token: String(r.token) }));
   let lost: LeaseRow[] = [];
   if (delivered.length > 0) {
     const { rows } = await client.query(
-      `WITH d AS (DELETE FROM scheduler_job_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
+      `WITH d AS (DELETE FROM step_leases l USING unnest($1::bigint[], $2::bigint[]) AS m(step_id, token)
                    WHERE l.step_id = m.step_id AND l.token = m.token RETURNING l.*),
             ${doneCte('NULL')},
             ${HOLDS_CTE}
@@ -339,7 +341,7 @@ export async function leaseExpireDue(client: PoolClient, p: { limit: number }): 
 export async function pinsForRuns(db: Db, runIds: number[]): Promise<Map<number, string>> {
   const out = new Map<number, string>();
   if (runIds.length === 0) return out;
-  const { rows } = await db.query(`SELECT run_id, runner_id FROM scheduler_run_pins WHERE run_id = ANY($1::bigint[])`, [runIds]);
+  const { rows } = await db.query(`SELECT run_id, runner_id FROM run_pins WHERE run_id = ANY($1::bigint[])`, [runIds]);
   for (const r of rows) out.set(Number(r.run_id), r.runner_id);
   return out;
 }
@@ -348,7 +350,7 @@ export async function pinsForRuns(db: Db, runIds: number[]): Promise<Map<number,
 export async function pinsCreate(client: PoolClient, pins: Array<{ runId: number; runnerId: string }>): Promise<void> {
   if (pins.length === 0) return;
   await client.query(
-    `INSERT INTO scheduler_run_pins (run_id, runner_id) SELECT * FROM unnest($1::bigint[], $2::text[]) ON CONFLICT (run_id) DO NOTHING`,
+    `INSERT INTO run_pins (run_id, runner_id) SELECT * FROM unnest($1::bigint[], $2::text[]) ON CONFLICT (run_id) DO NOTHING`,
     [pins.map((p) => p.runId), pins.map((p) => p.runnerId)],
   );
 }
@@ -357,7 +359,7 @@ export async function pinsCreate(client: PoolClient, pins: Array<{ runId: number
 export async function leasesOutstandingByRun(db: Db, runIds: number[]): Promise<Map<number, number>> {
   const out = new Map<number, number>();
   if (runIds.length === 0) return out;
-  const { rows } = await db.query(`SELECT run_id, count(*)::int AS n FROM scheduler_job_leases WHERE run_id = ANY($1::bigint[]) GROUP BY run_id`, [runIds]);
+  const { rows } = await db.query(`SELECT run_id, count(*)::int AS n FROM step_leases WHERE run_id = ANY($1::bigint[]) GROUP BY run_id`, [runIds]);
   for (const r of rows) out.set(Number(r.run_id), r.n);
   return out;
 }

@@ -1,7 +1,5 @@
 import { oneLine, prefixWithinBytes, storableText } from '../core/bounds.js';
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { Db } from './pool.js';
 
 export type LogStream = 'stdout' | 'stderr' | 'system';
 

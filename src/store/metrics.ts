@@ -1,6 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { Db } from './pool.js';
 
 /** The store-wide facts a /metrics scrape reports, each aggregated to a bounded set of labels. */
 export interface GaugeSnapshot {
@@ -29,7 +27,7 @@ export async function gaugeSnapshotRead(db: Db): Promise<GaugeSnapshot> {
                  'claimed', count(*) FILTER (WHERE delivered_at IS NULL),
                  'delivered', count(*) FILTER (WHERE delivered_at IS NOT NULL AND NOT executing),
                  'executing', count(*) FILTER (WHERE executing))
-          FROM scheduler_job_leases) AS leases,
+          FROM step_leases) AS leases,
        (SELECT coalesce(json_agg(json_build_object('name', l.name, 'holds', coalesce(h.n, 0), 'limit', l.max_holders) ORDER BY l.name), '[]'::json)
           FROM pool_limits l
           LEFT JOIN (SELECT pool, count(*) AS n FROM pool_holds GROUP BY pool) h ON h.pool = l.name) AS pools,

@@ -1,9 +1,7 @@
 import type { PathBinding } from '../core/classify.js';
 import type { PlacementRequirement } from '../core/entry.js';
-import type { Pool, PoolClient } from './pool.js';
+import type { Db } from './pool.js';
 import { prepared } from './prepared.js';
-
-type Db = Pool | PoolClient;
 
 export interface BindingRow { path: string; requirement: PlacementRequirement; createdAt: Date }
 const mapBinding = (r: any): BindingRow => ({ path: r.path, requirement: r.requirement, createdAt: r.created_at });

@@ -6,6 +6,8 @@ export { isStatementTimeout, isStoreUnavailable, STATEMENT_TIMEOUT_MESSAGE, stor
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
+/** What a store function runs on: the pool (one statement, any connection) or a transaction's client. */
+export type Db = Pool | PoolClient;
 
 export interface PoolOptions {
   max?: number;
@@ -220,4 +222,10 @@ export function isRowFault(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code.startsWith('22') || code.startsWith('23');
   return true;
+}
+
+/** The database's clock: time that crosses replicas (leases, ages, due times) is judged by it alone. */
+export async function storeNow(db: Db): Promise<Date> {
+  const { rows } = await db.query<{ now: Date }>(`SELECT now() AS now`);
+  return rows[0].now;
 }

@@ -1,7 +1,5 @@
 import type { PoolState } from '../core/plan.js';
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { PoolClient, Db } from './pool.js';
 
 export interface PoolHolder { stepId: number; attempt: number; heldAt: Date }
 export interface PoolRow {

@@ -1,6 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { PoolClient, Db } from './pool.js';
 
 /** Who put one posture in force, why and since when. */
 export interface PostureStory { posture: PostureField; reason: string | null; actor: string; since: Date }

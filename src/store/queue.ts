@@ -1,6 +1,6 @@
 import { LANE_NAMES, SHARD_COUNT, type Classification, type PlacementRequirement, type QueueEntry } from '../core/entry.js';
 import { textArrayOrNullSql } from './arrays.js';
-import type { Pool, PoolClient } from './pool.js';
+import type { PoolClient, Db } from './pool.js';
 import { prepared } from './prepared.js';
 
 /**
@@ -30,8 +30,6 @@ export interface EnqueueItem extends Classification {
   attempt: number;
 }
 
-type Db = Pool | PoolClient;
-
 export const mapEntry = (r: any): QueueEntry => ({
   stepId: Number(r.step_id),
   runId: Number(r.run_id),
@@ -60,8 +58,8 @@ const QUEUE_ENQUEUE = prepared(
        FROM jsonb_to_recordset($1::jsonb) AS i(step_id bigint, run_id bigint, attempt int, priority smallint,
               lane smallint, fair_key text, pools jsonb, requirement jsonb, load real, run_scope boolean,
               max_parallel int, site_stamp text)
-      WHERE NOT EXISTS (SELECT 1 FROM scheduler_done d WHERE d.step_id = i.step_id AND d.attempt = i.attempt)
-        AND NOT EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.step_id = i.step_id)
+      WHERE NOT EXISTS (SELECT 1 FROM completed_attempts d WHERE d.step_id = i.step_id AND d.attempt = i.attempt)
+        AND NOT EXISTS (SELECT 1 FROM step_leases l WHERE l.step_id = i.step_id)
       ORDER BY i.step_id
      ON CONFLICT (step_id) DO NOTHING
      RETURNING step_id)

@@ -30,7 +30,7 @@ export interface ReclaimedClaim {
 export async function claimReclaimDead(client: PoolClient, p: { me: string; stalenessMs: number; limit: number }): Promise<ReclaimedClaim[]> {
   const { rows } = await client.query(
     `WITH dead AS (
-       SELECT l.step_id FROM scheduler_job_leases l
+       SELECT l.step_id FROM step_leases l
         WHERE l.acked_at IS NULL AND NOT l.executing AND l.holder <> $1
           AND NOT EXISTS (SELECT 1 FROM replicas r
                            WHERE r.id = l.holder AND r.stopped_at IS NULL
@@ -39,7 +39,7 @@ export async function claimReclaimDead(client: PoolClient, p: { me: string; stal
         LIMIT $3
         FOR UPDATE OF l SKIP LOCKED
      ), gone AS (
-       DELETE FROM scheduler_job_leases l USING dead WHERE l.step_id = dead.step_id RETURNING l.*
+       DELETE FROM step_leases l USING dead WHERE l.step_id = dead.step_id RETURNING l.*
      ), holds AS (
        DELETE FROM pool_holds h USING gone WHERE h.step_id = gone.step_id AND h.attempt = gone.attempt RETURNING h.step_id
      ), back AS (

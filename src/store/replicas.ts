@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
+import type { Pool, Db } from './pool.js';
 
 export interface ReplicaRow {
   id: string;
@@ -41,7 +41,7 @@ export async function replicaHeartbeat(pool: Pool, id: string): Promise<{ quiesc
 }
 
 /** Takes a replica out of (or back into) the membership while it keeps running; undefined when no such replica. */
-export async function replicaSetQuiesced(pool: Pool | PoolClient, p: { id: string; quiesced: boolean }): Promise<{ row: ReplicaRow; changed: boolean } | undefined> {
+export async function replicaSetQuiesced(pool: Db, p: { id: string; quiesced: boolean }): Promise<{ row: ReplicaRow; changed: boolean } | undefined> {
   const { rows } = await pool.query(
     `WITH before AS (SELECT id, quiesced FROM replicas WHERE id = $1 FOR UPDATE)
      UPDATE replicas r SET quiesced = $2 FROM before b WHERE r.id = b.id
@@ -61,7 +61,7 @@ export async function replicaStop(pool: Pool, id: string): Promise<void> {
   await pool.query(`DELETE FROM coordination_leases WHERE holder = $1`, [id]);
 }
 
-export async function replicaList(pool: Pool | PoolClient): Promise<ReplicaRow[]> {
+export async function replicaList(pool: Db): Promise<ReplicaRow[]> {
   const { rows } = await pool.query(
     `SELECT *, (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint AS heartbeat_age_ms
        FROM replicas ORDER BY started_at, id`,

@@ -1,6 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { PoolClient, Db } from './pool.js';
 
 export interface HistoryPruned { runs: number; steps: number; logs: number }
 
@@ -16,7 +14,7 @@ export async function runHistoryPrune(client: PoolClient, p: { retentionDays: nu
       WHERE r.finished_at IS NOT NULL AND r.status <> 'running'
         AND r.finished_at < now() - $1 * interval '1 day'
         AND NOT EXISTS (SELECT 1 FROM steps s JOIN queue_ready q ON q.step_id = s.id WHERE s.run_id = r.id)
-        AND NOT EXISTS (SELECT 1 FROM scheduler_job_leases l WHERE l.run_id = r.id)
+        AND NOT EXISTS (SELECT 1 FROM step_leases l WHERE l.run_id = r.id)
       ORDER BY r.finished_at, r.id
       LIMIT $2 FOR UPDATE SKIP LOCKED`,
     [p.retentionDays, p.limit],

@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from './pool.js';
+import type { Db } from './pool.js';
 
 export interface LivenessChange {
   runnerId: string;
@@ -11,7 +11,7 @@ export interface LivenessChange {
  * been silent: past one poll window (plus grace) on the watch list, past two marked offline. One
  * missed window is tolerated, two are not. Only rows whose state changes are written.
  */
-export async function runnerLivenessSweep(db: Pool | PoolClient, p: { pollWindowMs: number; graceMs: number }): Promise<LivenessChange[]> {
+export async function runnerLivenessSweep(db: Db, p: { pollWindowMs: number; graceMs: number }): Promise<LivenessChange[]> {
   const { rows } = await db.query(
     `WITH judged AS (
        SELECT id, state AS from_state,

@@ -1,8 +1,6 @@
 import { registrationRefusal } from '../core/tokens.js';
-import { withTransaction, type Pool, type PoolClient } from './pool.js';
+import { withTransaction, type Pool, type Db } from './pool.js';
 import { prepared } from './prepared.js';
-
-type Db = Pool | PoolClient;
 
 export interface RunnerRow {
   id: string;

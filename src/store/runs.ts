@@ -3,11 +3,9 @@ import { RUN_STATUSES, type RunStatus } from '../core/run-status.js';
 import type { RunDefinition } from '../core/runfile.js';
 import { textArrayOrNullSql } from './arrays.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
-import type { Pool, PoolClient } from './pool.js';
+import { storeNow, type Pool, type PoolClient, type Db } from './pool.js';
 import { prepared } from './prepared.js';
 import { ENQUEUED_COLUMNS, projectWeightSql, QUEUE_CHANNEL } from './queue.js';
-
-type Db = Pool | PoolClient;
 
 export { RUN_STATUSES, type RunStatus };
 export const STEP_STATUSES = ['pending', 'ready', 'running', 'succeeded', 'failed', 'system_error', 'skipped', 'cancelled'] as const;
@@ -597,7 +595,7 @@ const RUNS_FINISH = prepared(
              -- status index and match them against the list: no index serves the IS TRUE form.
              WHERE r.id = v.id AND (r.status = 'running') IS TRUE
             RETURNING r.id, r.status, r.template_name),
-          unpinned AS (DELETE FROM scheduler_run_pins p USING done WHERE p.run_id = done.id)
+          unpinned AS (DELETE FROM run_pins p USING done WHERE p.run_id = done.id)
      SELECT id, status, CASE WHEN template_name IS NOT NULL THEN pg_notify('opschain_triggers', 'run:' || template_name) END AS notified
        FROM done`,
 );
@@ -690,9 +688,9 @@ export async function runRead(db: Pool, runId: number): Promise<{ run: RunRow; s
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     const run = await runGet(client, runId);
     const steps = run ? await runSteps(client, runId) : [];
-    const { rows } = await client.query('SELECT now() AS now');
+    const now = await storeNow(client);
     await client.query('COMMIT');
-    return run ? { run, steps, now: rows[0].now } : null;
+    return run ? { run, steps, now } : null;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
     throw err;

@@ -1,8 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hashSecret, newSecret, secretMatches, type Scope, type TokenKind } from '../core/tokens.js';
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { Db } from './pool.js';
 
 export interface TokenRow {
   id: string;

@@ -1,7 +1,5 @@
 import type { CatchUpPolicy, OverlapPolicy, PayloadMap } from '../core/triggers.js';
-import type { Pool, PoolClient } from './pool.js';
-
-type Db = Pool | PoolClient;
+import type { PoolClient, Db } from './pool.js';
 
 /**
  * Templates, triggers (schedules, one-shots, webhooks), webhook deliveries and the tick ledger.
@@ -16,10 +14,8 @@ export async function triggersNotify(db: Db, payload = ''): Promise<void> {
   await db.query(`SELECT pg_notify('${TRIGGERS_CHANNEL}', $1)`, [payload]);
 }
 
-export async function dbNow(db: Db): Promise<Date> {
-  const { rows } = await db.query(`SELECT now() AS now`);
-  return rows[0].now;
-}
+// triggers/manage.ts reads the clock under this name; it is src/store/pool.ts's storeNow.
+export { storeNow as dbNow } from './pool.js';
 
 // ─── templates ────────────────────────────────────────────────────────────────
 

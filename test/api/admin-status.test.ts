@@ -9,6 +9,12 @@ import { startTestServer } from '../support/server.js';
 
 // A short tick so in-process replicas converge in well under a second; the logic is the production one.
 const FAST = { tickMs: 100 };
+/**
+ * A tick (and leases and staleness to match) far longer than any wait in these tests: whatever
+ * moves a lease here was announced, since no tick comes, so the tests wait on the event and
+ * need no bound on how long it took.
+ */
+const NO_TICK = { tickMs: 3_600_000, stalenessMs: 3 * 3_600_000, shardTtlMs: 3 * 3_600_000, leaderTtlMs: 3 * 3_600_000 };
 
 describe('GET /api/admin/status and the replica levers', () => {
   const db = useTestDatabase();
@@ -106,52 +112,47 @@ describe('GET /api/admin/status and the replica levers', () => {
     ]);
   });
 
-  it('with the production 5 s tick, hand-overs are announced: a join, a quiesce, a resume and a clean stop move leases in well under a tick', async () => {
-    const slow = () => startTestServer(db.current.url, { plan: { coordination: {}, ops: true } });
+  it('hand-overs are announced: with no tick to come, a join, a quiesce, a resume and a clean stop move the leases', async () => {
+    const slow = () => startTestServer(db.current.url, { plan: { coordination: { timing: NO_TICK }, ops: true } });
     const a = await slow();
     servers.push(a);
     const b = await slow();
     servers.push(b);
     // b wants its shards from a: its announcement wakes a, whose release wakes b.
-    const joinedAt = Date.now();
     await waitFor(() => a.replica.ownership.owned().length > 0 && b.replica.ownership.owned().length > 0 && a.replica.ownership.owned().length + b.replica.ownership.owned().length === 64, {
       what: 'the shards split',
     });
-    expect(Date.now() - joinedAt).toBeLessThan(4_000);
 
-    const quiescedAt = Date.now();
     await replicaQuiesceSet(db.current.pool, { id: b.replica.replicaId, quiesced: true, actor: 'test' });
     await waitFor(() => a.replica.ownership.owned().length === 64, { what: 'a owning every shard' });
-    expect(Date.now() - quiescedAt).toBeLessThan(4_000);
-    const resumedAt = Date.now();
     await replicaQuiesceSet(db.current.pool, { id: b.replica.replicaId, quiesced: false, actor: 'test' });
     await waitFor(() => b.replica.ownership.owned().length > 0 && a.replica.ownership.owned().length + b.replica.ownership.owned().length === 64, { what: 'the shards split again' });
-    expect(Date.now() - resumedAt).toBeLessThan(4_000);
 
     const [leader, other] = a.replica.ownership.isLeader() ? [a, b] : [b, a];
     const gained = nextCoordinationEvent(other.replica.events, 'leader:gained');
-    const stoppedAt = Date.now();
     await leader.stop();
     servers = servers.filter((s) => s !== leader);
     await gained;
     // The pass that takes the leader lease may still count the stopping replica live and take
     // only its own half of the shards; the rest follow on the next pass, woken the same way.
     await waitFor(() => other.replica.ownership.owned().length === 64, { what: 'the survivor owning every shard' });
-    expect(Date.now() - stoppedAt).toBeLessThan(4_000);
   });
 
-  it('a clean stop hands the leader lease to a peer on its next tick, and marks the replica stopped', async () => {
-    const a = await start();
-    const b = await start();
+  it('a clean stop hands the leader lease to a peer by its release, not its expiry, and marks the replica stopped', async () => {
+    const slow = async () => {
+      const s = await startTestServer(db.current.url, { plan: { coordination: { timing: NO_TICK }, ops: true } });
+      servers.push(s);
+      return s;
+    };
+    const a = await slow();
+    const b = await slow();
     const st = await converged(a, 2);
     const [leader, other] = st.leader!.replicaId === a.replica.replicaId ? [a, b] : [b, a];
     const gained = nextCoordinationEvent(other.replica.events, 'leader:gained');
-    const stoppedAt = Date.now();
     await leader.stop();
     servers = servers.filter((s) => s !== leader);
+    // The lease would last hours and no tick comes: only the release can hand it over.
     await gained;
-    // Far inside the 15 s lease: the release, not the expiry, handed it over.
-    expect(Date.now() - stoppedAt).toBeLessThan(5_000);
     const after = (await get(other, `Bearer ${admin}`)).body as AdminStatus;
     expect(after.replicas.find((r) => r.id === leader.replica.replicaId)?.state).toBe('stopped');
   });

@@ -14,6 +14,7 @@ import { useTestDatabase } from '../support/db.js';
 import { parsePrometheus, sampleValue, type Family } from '../support/prom.js';
 import { TestRunner } from '../support/runner-client.js';
 import { seedRun } from '../support/seed.js';
+import { justPast } from '../support/lifecycle.js';
 import { startTestServer } from '../support/server.js';
 
 /** 1,000 one-step runs spread over the three lanes, enqueued as the orchestrator would. */
@@ -193,8 +194,7 @@ describe('GET /metrics', () => {
     await seedRun(db.current.pool, { steps: [{ name: 'unacked' }] });
     const offered = await r.acquire({ wait_ms: 5_000 });
     expect(offered.status).toBe(200);
-    await db.current.pool.query(`UPDATE scheduler_job_leases SET ack_deadline = now() - interval '1 second'`);
-    expect((await expireOnce(server.replica.dispatcher!)).requeued).toBe(1);
+    expect((await expireOnce(server.replica.dispatcher!, { now: await justPast(db.current.pool, 'ack_deadline') })).requeued).toBe(1);
 
     await postureLever(db.current.pool, { fields: ['system_quiesced'], value: true, actor: 'test' });
     await server.replica.pool.query('SELECT * FROM no_such_table').catch(() => {});

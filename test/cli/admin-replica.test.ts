@@ -17,7 +17,7 @@ describe('opschain admin status and admin replica quiesce|resume', () => {
     await db.current.pool.query(
       `INSERT INTO coordination_leases (name, holder, token, expires_at)
        SELECT 'shard:' || g, 'web-aaaaaa', 1, now() + interval '1 hour' FROM generate_series(0, 9) g
-       UNION ALL SELECT 'cron-leader', 'web-aaaaaa', 2, now() + interval '1 hour'`,
+       UNION ALL SELECT 'leader', 'web-aaaaaa', 2, now() + interval '1 hour'`,
     );
     const r = await cli('admin', 'status', '--json');
     expect(r.code).toBe(0);

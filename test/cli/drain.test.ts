@@ -33,8 +33,8 @@ describe('fleet drain --dry-run and --wait', () => {
     await pool().query(`INSERT INTO steps (id, run_id, name, command) VALUES (10, 1, 'fit', 'true'), (20, 2, 'one', 'true'), (21, 2, 'two', 'true'), (11, 1, 'eval', 'true'), (30, 3, 'lint', 'true')`);
     await insertLease(pool(), { stepId: 10, runId: 1, runnerId: 'rnr_gpu' });
     await insertLease(pool(), { stepId: 20, runId: 2, runnerId: 'rnr_gpu' });
-    await pool().query(`UPDATE scheduler_job_leases SET run_scope = true WHERE step_id = 20`);
-    await pool().query(`INSERT INTO scheduler_run_pins (run_id, runner_id) VALUES (2, 'rnr_gpu')`);
+    await pool().query(`UPDATE step_leases SET run_scope = true WHERE step_id = 20`);
+    await pool().query(`INSERT INTO run_pins (run_id, runner_id) VALUES (2, 'rnr_gpu')`);
     await queueEnqueue(pool(), [
       entry(21, 2, { runScope: true }),
       entry(11, 1, { requirement: { labels: ['cuda'] } }),
@@ -78,9 +78,9 @@ describe('fleet drain --dry-run and --wait', () => {
     try {
       // The drain is recorded first; then the wait names the two leases out, and sees them finish one by one.
       await run.waitForOutput(/waiting for 2 leases/);
-      await pool().query(`DELETE FROM scheduler_job_leases WHERE step_id = 10`);
+      await pool().query(`DELETE FROM step_leases WHERE step_id = 10`);
       await run.waitForOutput(/finished: run 1 \(train\) step fit/);
-      await pool().query(`DELETE FROM scheduler_job_leases WHERE step_id = 20`);
+      await pool().query(`DELETE FROM step_leases WHERE step_id = 20`);
       expect(await run.waitExit()).toBe(0);
     } finally {
       await run.stop();

@@ -30,7 +30,7 @@ describe('the opschain binary', () => {
     expect(r.code).toBe(0);
     const out = JSON.parse(r.stdout);
     expect(out.pending).toBe(0);
-    expect(out.migrations[0]).toMatchObject({ id: 1, name: '0001_foundation', applied: true });
+    expect(out.migrations[0]).toMatchObject({ id: 1, name: '0001_baseline', applied: true });
     // Table sizes, largest first, for judging the history retention.
     const runs = out.tables.find((t: { table: string }) => t.table === 'runs');
     expect(runs).toMatchObject({ table: 'runs', rows: expect.any(Number), bytes: expect.any(Number) });

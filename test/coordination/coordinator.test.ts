@@ -37,7 +37,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     clock = fakeClock();
     replicas = [];
     await db.current.pool.query(
-      `TRUNCATE replicas, coordination_leases, scheduler_job_leases, queue_ready, runners, scheduler_done, pool_holds`,
+      `TRUNCATE replicas, coordination_leases, step_leases, queue_ready, runners, completed_attempts, pool_holds`,
     );
   });
   afterEach(() => {
@@ -58,7 +58,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
       events,
       state,
       timing: DEFAULT_TIMING,
-      config: { pollWindowMs: 50_000, replicaRetentionMs: 86_400_000, schedulerDoneRetentionDays: 7 },
+      config: { pollWindowMs: 50_000, replicaRetentionMs: 86_400_000, completedAttemptsRetentionDays: 7 },
       hooks: { stepRequeued: async (_c, p) => void requeued.push(p) },
       leaderDuties,
     };
@@ -75,9 +75,9 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const back = `$1 * interval '1 millisecond'`;
     await q(`UPDATE replicas SET heartbeat_at = heartbeat_at - ${back}, started_at = started_at - ${back}`);
     await q(`UPDATE coordination_leases SET expires_at = expires_at - ${back}, acquired_at = acquired_at - ${back}`);
-    await q(`UPDATE scheduler_job_leases SET claimed_at = claimed_at - ${back}, expires_at = expires_at - ${back}`);
+    await q(`UPDATE step_leases SET claimed_at = claimed_at - ${back}, expires_at = expires_at - ${back}`);
     await q(`UPDATE runners SET last_seen_at = last_seen_at - ${back}`);
-    await q(`UPDATE scheduler_done SET done_at = done_at - ${back}`);
+    await q(`UPDATE completed_attempts SET done_at = done_at - ${back}`);
   }
 
   async function storeOwners(): Promise<Map<number, string>> {
@@ -256,7 +256,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const pool = db.current.pool;
     const insert = (stepId: number, attempt: number, position: number, extra: string) =>
       pool.query(
-        `INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, ready_at, enqueued_at, position, holder, expires_at,
+        `INSERT INTO step_leases (step_id, run_id, shard, attempt, ready_at, enqueued_at, position, holder, expires_at,
                                            delivered_at, runner_id, acked_at, executing)
          VALUES ($1, 7, 3, $2, now() - interval '1 minute', now() - interval '1 minute', $3, $4, now() + interval '3 minutes', ${extra})`,
         [stepId, attempt, position, dead.id],
@@ -267,7 +267,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await pool.query(`INSERT INTO pool_holds (pool, step_id, attempt) VALUES ('db', 102, 2)`);
     // One held by a live replica is not touched either.
     await pool.query(
-      `INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, ready_at, enqueued_at, position, holder, expires_at)
+      `INSERT INTO step_leases (step_id, run_id, shard, attempt, ready_at, enqueued_at, position, holder, expires_at)
        VALUES (104, 7, 3, 1, now(), now(), 14, $1, now() + interval '3 minutes')`,
       [a.id],
     );
@@ -287,7 +287,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
       { step_id: 101, attempt: 1, position: 11 },
       { step_id: 102, attempt: 3, position: 12 },
     ]);
-    const { rows: leases } = await pool.query(`SELECT step_id FROM scheduler_job_leases ORDER BY step_id`);
+    const { rows: leases } = await pool.query(`SELECT step_id FROM step_leases ORDER BY step_id`);
     expect(leases.map((r) => r.step_id)).toEqual([103, 104]);
     expect((await pool.query(`SELECT * FROM pool_holds`)).rowCount).toBe(0);
     expect(a.requeued).toEqual([{ stepId: 102, fromAttempt: 2, toAttempt: 3, reason: 'replica web-dead00 lost before the runner acked' }]);
@@ -299,7 +299,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await settle([a, b]);
     const pool = db.current.pool;
     await pool.query(
-      `INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, ready_at, enqueued_at, position, holder, expires_at)
+      `INSERT INTO step_leases (step_id, run_id, shard, attempt, ready_at, enqueued_at, position, holder, expires_at)
        SELECT g, g, g % 64, 1, now(), now(), g, 'gone-000000', now() + interval '3 minutes' FROM generate_series(1, 1200) g`,
     );
     const [ra, rb] = await Promise.all([a.tick(), b.tick()]);
@@ -343,14 +343,14 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     expect(rows).toEqual([{ site: 'dc1', stopped_at: null }]);
   });
 
-  it('the leader reaps replica rows past the retention unless they still hold a live lease, and prunes scheduler_done', async () => {
+  it('the leader reaps replica rows past the retention unless they still hold a live lease, and prunes completed_attempts', async () => {
     const a = await replica('web-0a0a0a');
     const pool = db.current.pool;
     await replicaRegister(pool, { id: 'old-000001', host: 'x', version: 'x' });
     await replicaRegister(pool, { id: 'old-000002', host: 'x', version: 'x' });
     await pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '25 hours' WHERE id LIKE 'old-%'`);
     await pool.query(`INSERT INTO coordination_leases (name, holder, token, expires_at) VALUES ('shard:5', 'old-000002', 1, now() + interval '10 seconds')`);
-    await pool.query(`INSERT INTO scheduler_done (step_id, attempt, done_at) VALUES (1, 1, now() - interval '8 days'), (2, 1, now() - interval '6 days')`);
+    await pool.query(`INSERT INTO completed_attempts (step_id, attempt, done_at) VALUES (1, 1, now() - interval '8 days'), (2, 1, now() - interval '6 days')`);
     const report = await a.tick();
     expect(report.leader).toBe(true);
     expect(report.reaped).toEqual(['old-000001']);

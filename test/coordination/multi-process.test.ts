@@ -67,20 +67,32 @@ describe('three replica processes, one queue', () => {
     ))!;
   }
 
-  /** Samples the shard leases while `during` runs: no shard ever has two valid holders, none is held by a stopped replica. */
+  /**
+   * Samples the shard leases while `during` runs. A row per shard is all the primary key allows, so
+   * what can go wrong is a takeover: a shard changing hands while its old tenure still counts. A
+   * token names one uninterrupted tenure (coordinationLeaseAcquire), so two replicas holding a shard
+   * at once shows as one token seen with two holders, or a new holder under an old token; and no
+   * shard is held by a stopped replica.
+   */
   async function sampleOwnership<T>(during: () => Promise<T>): Promise<{ result: T; samples: number }> {
     let samples = 0;
     let stop = false;
+    const holderOfToken = new Map<number, string>();
+    const lastTenure = new Map<string, { holder: string; token: number }>();
     const sampler = (async () => {
       while (!stop) {
-        const { rows } = await db.current.pool.query<{ name: string; holders: number; stopped_holder: boolean }>(
-          `SELECT c.name, count(*)::int AS holders, bool_or(r.stopped_at IS NOT NULL) AS stopped_holder
+        const { rows } = await db.current.pool.query<{ name: string; holder: string; token: number; stopped_holder: boolean }>(
+          `SELECT c.name, c.holder, c.token, r.stopped_at IS NOT NULL AS stopped_holder
              FROM coordination_leases c LEFT JOIN replicas r ON r.id = c.holder
-            WHERE c.expires_at > now() AND c.name LIKE 'shard:%' GROUP BY c.name`,
+            WHERE c.expires_at > now() AND c.name LIKE 'shard:%'`,
         );
         for (const r of rows) {
-          expect(r.holders, r.name).toBe(1);
           expect(r.stopped_holder, r.name).toBe(false);
+          expect(holderOfToken.get(r.token) ?? r.holder, `${r.name}: token ${r.token} held by two replicas`).toBe(r.holder);
+          holderOfToken.set(r.token, r.holder);
+          const last = lastTenure.get(r.name);
+          if (last && last.holder !== r.holder) expect(r.token, `${r.name} changed hands ${last.holder} → ${r.holder} without a new tenure`).toBeGreaterThan(last.token);
+          lastTenure.set(r.name, { holder: r.holder, token: r.token });
         }
         samples++;
         await new Promise((res) => setTimeout(res, 100));
@@ -213,7 +225,7 @@ describe('three replica processes, one queue', () => {
       }, { timeoutMs: 240_000, intervalMs: 250, what: 'every run finished' }).catch(async (err) => {
         // Say where the work is stuck, not only that it is.
         const steps = await db.current.pool.query(`SELECT status, count(*)::int AS n FROM steps WHERE run_id = ANY($1::bigint[]) GROUP BY status`, [runIds]);
-        const leases = await db.current.pool.query(`SELECT step_id, attempt, holder, runner_id, delivered_at, acked_at, executing, expires_at FROM scheduler_job_leases LIMIT 20`);
+        const leases = await db.current.pool.query(`SELECT step_id, attempt, holder, runner_id, delivered_at, acked_at, executing, expires_at FROM step_leases LIMIT 20`);
         const ready = await db.current.pool.query(`SELECT step_id, attempt, shard, ready_at FROM queue_ready LIMIT 20`);
         throw new Error(`${(err as Error).message}: steps ${JSON.stringify(steps.rows)}, leases ${JSON.stringify(leases.rows)}, ready ${JSON.stringify(ready.rows)}, status ${JSON.stringify(await status())}`);
       });
@@ -230,7 +242,7 @@ describe('three replica processes, one queue', () => {
     }
     expect(executions.size).toBe(2000);
     expect([...executions.entries()].filter(([, n]) => n !== 1)).toEqual([]);
-    const { rows: queue } = await db.current.pool.query(`SELECT (SELECT count(*) FROM queue_ready)::int AS ready, (SELECT count(*) FROM scheduler_job_leases)::int AS leased`);
+    const { rows: queue } = await db.current.pool.query(`SELECT (SELECT count(*) FROM queue_ready)::int AS ready, (SELECT count(*) FROM step_leases)::int AS leased`);
     expect(queue[0]).toEqual({ ready: 0, leased: 0 });
   }, 360_000);
 });

@@ -19,6 +19,8 @@ const plan = (): ReplicaPlan => ({
   dispatch: { hooks: orchestratorHooks, ownExpiryLoop: false },
 });
 
+const HOUR_MS = 3_600_000;
+
 describe('replicas sharing one queue (in process)', () => {
   const db = useTestDatabase();
   let servers: ServerHandle[] = [];
@@ -29,11 +31,11 @@ describe('replicas sharing one queue (in process)', () => {
   afterEach(async () => {
     await Promise.all(servers.map((s) => s.stop()));
     servers = [];
-    await truncateLive(db.current.pool, 'replicas, coordination_leases, queue_ready, scheduler_job_leases');
+    await truncateLive(db.current.pool, 'replicas, coordination_leases, queue_ready, step_leases');
   });
 
-  async function fleet(sites: Array<string | undefined>): Promise<ServerHandle[]> {
-    const started = await Promise.all(sites.map((site) => startTestServer(db.current.url, { config: { site }, plan: plan() })));
+  async function fleet(sites: Array<string | undefined>, config: { pollWindowMs?: number } = {}): Promise<ServerHandle[]> {
+    const started = await Promise.all(sites.map((site) => startTestServer(db.current.url, { config: { site, ...config }, plan: plan() })));
     servers.push(...started);
     const ids = started.map((s) => s.replica.replicaId);
     // Settled: every replica has ticked with the whole fleet in view and holds exactly its rendezvous shards.
@@ -64,21 +66,20 @@ describe('replicas sharing one queue (in process)', () => {
     const aged = await runner.acquire({ wait_ms: 5_000 });
     expect(aged.status).toBe(200);
     expect(aged.body.offers.map((o: any) => o.step_id)).toEqual(stepIds);
-    const { rows } = await db.current.pool.query(`SELECT holder FROM scheduler_job_leases WHERE step_id = $1`, [stepIds[0]]);
+    const { rows } = await db.current.pool.query(`SELECT holder FROM step_leases WHERE step_id = $1`, [stepIds[0]]);
     expect(rows[0].holder).toBe(b.replica.replicaId);
   });
 
   it('quiescing a replica answers its parked polls empty at once while it keeps serving', async () => {
-    const [, b] = await fleet([undefined, undefined]);
+    // Poll windows far longer than the test: a poll that comes back was answered, not timed out.
+    const [, b] = await fleet([undefined, undefined], { pollWindowMs: HOUR_MS });
     const runner = await new TestRunner(b.url).register(registration);
-    const started = Date.now();
-    const parked = runner.acquire({ wait_ms: 20_000 });
+    const parked = runner.acquire({ wait_ms: HOUR_MS });
     await waitFor(() => b.replica.dispatcher!.registry.size === 1, { what: 'the poll parked' });
     const left = nextCoordinationEvent(b.replica.events, 'membership:changed');
     await replicaSetQuiesced(db.current.pool, { id: b.replica.replicaId, quiesced: true });
     await left;
     expect((await parked).status).toBe(204);
-    expect(Date.now() - started).toBeLessThan(10_000);
     // New polls on the quiesced replica are held and answered empty, never matched.
     await runOn(servers[0]);
     const again = await runner.acquire({ wait_ms: 500 });
@@ -87,14 +88,12 @@ describe('replicas sharing one queue (in process)', () => {
     // Stopping a quiesced replica answers its held polls at once instead of waiting out their window.
     const registered = await new TestRunner(servers[0].url).register(registration);
     const other = Object.assign(new TestRunner(b.url), { credential: registered.credential, runnerId: registered.runnerId });
-    const held = other.acquire({ wait_ms: 20_000 });
+    const held = other.acquire({ wait_ms: HOUR_MS });
     // The poll is in its hold once b has recorded it as the runner's replica (written just before).
     await waitFor(async () => (await db.current.pool.query(`SELECT last_replica FROM runners WHERE id = $1`, [other.runnerId])).rows[0].last_replica === b.replica.replicaId);
-    const stopping = Date.now();
     await b.stop();
     servers = servers.filter((s) => s !== b);
     expect((await held).status).toBe(204);
-    expect(Date.now() - stopping).toBeLessThan(5_000);
   }, 120_000);
 
   it('a site\'s stamped work falls back to another site the moment its last replica is quiesced', async () => {

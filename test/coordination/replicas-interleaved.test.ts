@@ -94,7 +94,7 @@ describe('three replicas completing interleaved steps of the same runs', () => {
     expect(states).toEqual([{ status: 'succeeded', open_steps: 0, n: runs.length }]);
     const { rows: steps } = await pool.query(`SELECT status, attempt, count(*)::int AS n FROM steps GROUP BY status, attempt`);
     expect(steps).toEqual([{ status: 'succeeded', attempt: 1, n: total }]);
-    const { rows: done } = await pool.query(`SELECT count(*)::int AS n, count(DISTINCT step_id)::int AS steps FROM scheduler_done`);
+    const { rows: done } = await pool.query(`SELECT count(*)::int AS n, count(DISTINCT step_id)::int AS steps FROM completed_attempts`);
     expect(done[0]).toEqual({ n: total, steps: total });
   });
 });

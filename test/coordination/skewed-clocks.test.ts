@@ -133,7 +133,7 @@ describe.skipIf(!LIBFAKETIME)('replicas ±90 s and runners +5 min off true time'
     const run = await submit('lost', { long: 'sleep 600' });
     const leaseOf = async () =>
       (await db.current.pool.query<{ attempt: number; expires_at: Date; runner_id: string | null; acked: boolean }>(
-        `SELECT attempt, expires_at, runner_id, acked_at IS NOT NULL AS acked FROM scheduler_job_leases WHERE run_id = $1`,
+        `SELECT attempt, expires_at, runner_id, acked_at IS NOT NULL AS acked FROM step_leases WHERE run_id = $1`,
         [run],
       )).rows[0];
     await waitFor(async () => (await leaseOf())?.acked, { timeoutMs: 30_000, intervalMs: 100, what: 'the long step to start' });

@@ -34,7 +34,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     await other.end();
   });
   beforeEach(async () => {
-    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds, pool_limits, runners, runner_groups`);
+    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, step_leases, completed_attempts, run_pins, pool_holds, pool_limits, runners, runner_groups`);
     await postureLever(other, { fields: ['halted', 'quiesced', 'system_quiesced'], value: false, actor: 'test' });
     deps = testDispatchDeps(pool, { replicaId: 'replica-blocked', acceptExceeding: true });
   });
@@ -114,7 +114,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     // Another replica releases the pool (its holder finished there): the pool's entries come
     // back, one takes the hold, the rest are set aside again.
     expect(await poolHoldRelease(other, holder.stepIds)).toBe(1);
-    await other.query(`DELETE FROM scheduler_job_leases WHERE step_id = ANY($1::bigint[])`, [holder.stepIds]);
+    await other.query(`DELETE FROM step_leases WHERE step_id = ANY($1::bigint[])`, [holder.stepIds]);
     expect((await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true })).returned).toBe(60);
     const b = park(busy, 8);
     const tick = await deps.tick();
@@ -145,7 +145,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     const [offer] = await first.offers;
     expect(await blockedOn()).toEqual({ [`run:${scoped.runId}`]: 1 });
     expect((await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true })).returned).toBe(0);
-    await other.query(`DELETE FROM scheduler_job_leases WHERE step_id = $1`, [offer.step_id]);
+    await other.query(`DELETE FROM step_leases WHERE step_id = $1`, [offer.step_id]);
     // The check by key, as after a lease of the run ends here: another key finds nothing, the run's own returns it.
     expect(await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true, keys: ['run:999999'] })).toEqual({ blocked: 0, returned: 0 });
     expect(await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true, keys: [`run:${scoped.runId}`] })).toEqual({ blocked: 1, returned: 1 });
@@ -200,7 +200,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     });
     await fc.assert(
       fc.asyncProperty(caseArb, async (c) => {
-        await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds, pool_limits, runners, runner_groups`);
+        await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, step_leases, completed_attempts, run_pins, pool_holds, pool_limits, runners, runner_groups`);
         deps = testDispatchDeps(pool, { replicaId: 'replica-blocked', acceptExceeding: true });
         const rows: RunnerRow[] = [];
         for (const [i, r] of c.runners.entries()) rows.push(await runner({ id: `rnr_${i}`, labels: r.labels, group: r.group, maxLoad: r.maxLoad, state: r.state as RunnerFixture['state'] }));

@@ -13,7 +13,7 @@ describe('the lease table is vacuumed as completions empty it', () => {
 
   /** Vacuums of the lease table PostgreSQL has counted. */
   const leaseTableStats = async (pool: Pool) => {
-    const { rows } = await pool.query(`SELECT vacuum_count::int AS vacuums FROM pg_stat_user_tables WHERE relname = 'scheduler_job_leases'`);
+    const { rows } = await pool.query(`SELECT vacuum_count::int AS vacuums FROM pg_stat_user_tables WHERE relname = 'step_leases'`);
     return rows[0] as { vacuums: number };
   };
 
@@ -49,7 +49,7 @@ describe('the lease table is vacuumed as completions empty it', () => {
     expect((await completeLeases(deps, 'rnr_a', held.slice(3))).every((r) => r.ok)).toBe(true);
     await group.vacuum.idle();
     expect(group.vacuum.stats).toEqual({ runs: 1, failures: 0 });
-    const { rows: left } = await pool.query(`SELECT count(*)::int AS n FROM scheduler_job_leases`);
+    const { rows: left } = await pool.query(`SELECT count(*)::int AS n FROM step_leases`);
     expect(left[0].n).toBe(0);
   });
 

@@ -77,8 +77,8 @@ function call(deps: DispatchDeps, c: CallSpec, leases: Array<{ stepId: number; c
 async function outcome(pool: Pool, leases: Array<{ stepId: number }>) {
   const ids = leases.map((l) => l.stepId);
   const { rows } = await pool.query(
-    `SELECT s.id, s.status, s.exit_code, (SELECT count(*)::int FROM scheduler_job_leases l WHERE l.step_id = s.id) AS leased,
-            (SELECT count(*)::int FROM scheduler_done d WHERE d.step_id = s.id) AS done
+    `SELECT s.id, s.status, s.exit_code, (SELECT count(*)::int FROM step_leases l WHERE l.step_id = s.id) AS leased,
+            (SELECT count(*)::int FROM completed_attempts d WHERE d.step_id = s.id) AS done
        FROM steps s WHERE s.id = ANY($1::bigint[])`,
     [ids],
   );

@@ -8,6 +8,7 @@ import { TestRunner } from '../support/runner-client.js';
 import { seedRun } from '../support/seed.js';
 import { startTestServer } from '../support/server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { justPast } from '../support/lifecycle.js';
 import { withHostPort } from '../support/urls.js';
 
 /** Records what the lease lifecycle reports; the orchestrator proper is tested on its own. */
@@ -50,7 +51,8 @@ describe('the lease lifecycle over the runner protocol', () => {
     const port = await proxy.start();
     server = await startTestServer(withHostPort(db.current.url, '127.0.0.1', port), {
       plan: { dispatch: { hooks } },
-      config: { leaseTtlMs: 3_000, pollWindowMs: 10_000 },
+      // A poll window far longer than any test: a poll that comes back was answered, not timed out.
+      config: { leaseTtlMs: 3_000, pollWindowMs: 3_600_000 },
     });
     regToken = (await tokenCreate(db.current.pool, { kind: 'registration', name: 't' })).secret;
   });
@@ -60,7 +62,7 @@ describe('the lease lifecycle over the runner protocol', () => {
   });
   beforeEach(async () => {
     hooks.reset();
-    await truncateLive(db.current.pool, 'queue_ready, scheduler_job_leases, scheduler_done, pool_holds, scheduler_run_pins');
+    await truncateLive(db.current.pool, 'queue_ready, step_leases, completed_attempts, pool_holds, run_pins');
   });
 
   const runner = () => new TestRunner(server.url).register(regToken);
@@ -108,7 +110,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     expect(again.body.results).toEqual([{ step_id: offer.step_id, ok: true }]);
     expect(hooks.finished).toHaveLength(1);
     expect(hooks.finished[0]).toMatchObject({ stepId: offer.step_id, attempt: 1, status: 'succeeded', exitCode: 0 });
-    const { rows } = await db.current.pool.query('SELECT count(*)::int AS n FROM scheduler_done WHERE step_id = $1', [offer.step_id]);
+    const { rows } = await db.current.pool.query('SELECT count(*)::int AS n FROM completed_attempts WHERE step_id = $1', [offer.step_id]);
     expect(rows[0].n).toBe(1);
     const logs = await db.current.pool.query('SELECT chunk FROM step_logs WHERE step_id = $1', [offer.step_id]);
     expect(logs.rows.map((x) => x.chunk).join('')).toContain('hello');
@@ -141,10 +143,8 @@ describe('the lease lifecycle over the runner protocol', () => {
     expect(second.body.offers.map((o: { step_id: number }) => o.step_id)).toEqual([stepIds[1]]);
     expect(hooks.finished.map((o) => [o.stepId, o.status])).toEqual([[a.step_id, 'succeeded']]);
     const b = second.body.offers[0];
-    // Nothing left to hand out: the results come back after one tick, not at the end of the window.
-    const t0 = Date.now();
-    const third = await r.acquire({ wait_ms: 9_000, ack_on_delivery: true, fresh: true, completions: [{ step_id: b.step_id, token: b.token, exit_code: 3 }] });
-    expect(Date.now() - t0).toBeLessThan(8_000);
+    // Nothing left to hand out: the results come back after one tick, not at the end of the (hour-long) window.
+    const third = await r.acquire({ wait_ms: 3_600_000, ack_on_delivery: true, fresh: true, completions: [{ step_id: b.step_id, token: b.token, exit_code: 3 }] });
     expect(third).toEqual({ status: 200, body: { offers: [], results: [{ step_id: b.step_id, ok: true }] } });
     expect(hooks.finished.map((o) => [o.stepId, o.status, o.exitCode])).toEqual([[a.step_id, 'succeeded', 0], [b.step_id, 'failed', 3]]);
     // A retried carrying call (same request id, no `fresh`) repeats nothing: the completion answers ok once more.
@@ -181,7 +181,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     expect(retry.status).toBe(200);
     expect(retry.body.offers).toEqual(first.body.offers);
     // The lease keeps a 64-bit digest of the request id, not the id; another id is not a retry.
-    const { rows } = await db.current.pool.query(`SELECT request_id, request_key = hashtextextended('lost-answer', 0) AS keyed FROM scheduler_job_leases`);
+    const { rows } = await db.current.pool.query(`SELECT request_id, request_key = hashtextextended('lost-answer', 0) AS keyed FROM step_leases`);
     expect(rows).toEqual([{ request_id: null, keyed: true }]);
     const other = await r.acquire({ request_id: 'another-call', wait_ms: 100 });
     expect(other.status).toBe(204);
@@ -192,8 +192,8 @@ describe('the lease lifecycle over the runner protocol', () => {
     const { stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
     const { rows: before } = await db.current.pool.query('SELECT position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
     await r.acquire();
-    await db.current.pool.query(`UPDATE scheduler_job_leases SET ack_deadline = now() - interval '1 second'`);
-    const sweep = await expireOnce(server.replica.dispatcher!);
+    expect((await expireOnce(server.replica.dispatcher!)).requeued).toBe(0);
+    const sweep = await expireOnce(server.replica.dispatcher!, { now: await justPast(db.current.pool, 'ack_deadline') });
     expect(sweep.requeued).toBe(1);
     const { rows } = await db.current.pool.query('SELECT attempt, position FROM queue_ready WHERE step_id = $1', [stepIds[0]]);
     expect(rows).toEqual([{ attempt: 2, position: before[0].position }]);
@@ -207,8 +207,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     const ref = { step_id: body.offers[0].step_id, token: body.offers[0].token };
     await r.call('ack', { leases: [ref] });
     expect((await expireOnce(server.replica.dispatcher!)).lost).toBe(0);
-    await db.current.pool.query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second'`);
-    const sweep = await expireOnce(server.replica.dispatcher!);
+    const sweep = await expireOnce(server.replica.dispatcher!, { now: await justPast(db.current.pool, 'expires_at') });
     expect(sweep.lost).toBe(1);
     expect(hooks.finished).toEqual([expect.objectContaining({ stepId: stepIds[0], attempt: 1, status: 'system_error', cause: RUNNER_LOST_CAUSE, event: 'runner_lost' })]);
     expect((await r.call('complete', { completions: [{ ...ref, exit_code: 0 }] })).body.results[0].error).toBe(FENCED);
@@ -219,12 +218,13 @@ describe('the lease lifecycle over the runner protocol', () => {
   it('holds the expiry sweep during a platform halt', async () => {
     const r = await runner();
     await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
-    await r.acquire();
-    await db.current.pool.query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second', acked_at = now()`);
+    const { body } = await r.acquire();
+    await r.call('ack', { leases: [{ step_id: body.offers[0].step_id, token: body.offers[0].token }] });
+    const past = await justPast(db.current.pool, 'expires_at');
     await db.current.pool.query(`UPDATE fleet_posture SET halted = true`);
     try {
-      expect((await expireOnce(server.replica.dispatcher!)).held).toBe(true);
-      expect((await db.current.pool.query('SELECT count(*)::int AS n FROM scheduler_job_leases')).rows[0].n).toBe(1);
+      expect((await expireOnce(server.replica.dispatcher!, { now: past })).held).toBe(true);
+      expect((await db.current.pool.query('SELECT count(*)::int AS n FROM step_leases')).rows[0].n).toBe(1);
     } finally {
       await db.current.pool.query(`UPDATE fleet_posture SET halted = false`);
     }

@@ -145,12 +145,12 @@ async function storeSnapshot(pool: Pool): Promise<Snapshot> {
   const q = async (sql: string) => (await pool.query(sql)).rows;
   return {
     queue: (await q(`SELECT step_id, attempt FROM queue_ready ORDER BY step_id`)).map((r) => [Number(r.step_id), r.attempt]),
-    leases: (await q(`SELECT step_id, attempt, token, holder, runner_id, acked_at IS NOT NULL AS acked, executing FROM scheduler_job_leases ORDER BY step_id`)).map((r) => [
+    leases: (await q(`SELECT step_id, attempt, token, holder, runner_id, acked_at IS NOT NULL AS acked, executing FROM step_leases ORDER BY step_id`)).map((r) => [
       Number(r.step_id), r.attempt, String(r.token), r.holder, r.runner_id, r.acked, r.executing,
     ]),
     steps: (await q(`SELECT id, status, attempt FROM steps ORDER BY id`)).map((r) => [Number(r.id), r.status, r.attempt]),
     runs: (await q(`SELECT id, status FROM runs ORDER BY id`)).map((r) => [Number(r.id), r.status]),
-    done: (await q(`SELECT step_id, attempt, token FROM scheduler_done ORDER BY step_id, attempt`)).map((r) => [Number(r.step_id), r.attempt, r.token === null ? null : String(r.token)]),
+    done: (await q(`SELECT step_id, attempt, token FROM completed_attempts ORDER BY step_id, attempt`)).map((r) => [Number(r.step_id), r.attempt, r.token === null ? null : String(r.token)]),
   };
 }
 
@@ -271,7 +271,7 @@ class Age implements fc.AsyncCommand<{ m: true }, Real> {
     stats.commands++;
     const l = leases[this.ix % leases.length];
     const column = this.what === 'ack' ? 'ack_deadline' : 'expires_at';
-    await real.pools[0].query(`UPDATE scheduler_job_leases SET ${column} = now() - interval '1 second' WHERE step_id = $1`, [l.stepId]);
+    await real.pools[0].query(`UPDATE step_leases SET ${column} = now() - interval '1 second' WHERE step_id = $1`, [l.stepId]);
     if (this.what === 'ack') real.model.leases[l.stepId].ackOverdue = true;
     else real.model.leases[l.stepId].expired = true;
   }
@@ -349,7 +349,7 @@ describe('the lease lifecycle agrees with its model under races across two repli
     const started = Date.now();
     await fc.assert(
       fc.asyncProperty(fc.scheduler(), commandsArb, async (s, cmds) => {
-        await pools[0].query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds, audit_log`);
+        await pools[0].query(`TRUNCATE runs, steps, step_logs, queue_ready, step_leases, completed_attempts, run_pins, pool_holds, audit_log`);
         await pools[0].query(`UPDATE fleet_posture SET halted = false, quiesced = false`);
         const deps = REPLICAS.map(
           (id, i) =>

@@ -39,7 +39,7 @@ describe('a lost answer to an acquire', () => {
   });
   beforeEach(async () => {
     proxy.clearDrops();
-    await truncateLive(db.current.pool, 'queue_ready, scheduler_job_leases, scheduler_done, pool_holds, scheduler_run_pins');
+    await truncateLive(db.current.pool, 'queue_ready, step_leases, completed_attempts, pool_holds, run_pins');
   });
 
   const runner = () => new TestRunner(server.url).register(regToken);
@@ -47,7 +47,7 @@ describe('a lost answer to an acquire', () => {
     (
       await db.current.pool.query(
         `SELECT attempt, token::text, acked_at, extract(epoch FROM ack_deadline - delivered_at) * 1000 AS ack_ms, extract(epoch FROM expires_at - delivered_at) * 1000 AS ttl_ms
-           FROM scheduler_job_leases WHERE step_id = $1`,
+           FROM step_leases WHERE step_id = $1`,
         [stepId],
       )
     ).rows[0];
@@ -64,7 +64,7 @@ describe('a lost answer to an acquire', () => {
     expect(Number(row.ack_ms)).toBe(first.body.offers[0].ack_deadline_ms);
     expect(Number(row.ack_ms)).toBeLessThan(Number(row.ttl_ms));
     // The ack deadline passes (the store's clock, moved by moving the deadline) with no ack.
-    await db.current.pool.query(`UPDATE scheduler_job_leases SET ack_deadline = now() - interval '1 millisecond' WHERE step_id = $1`, [stepIds[0]]);
+    await db.current.pool.query(`UPDATE step_leases SET ack_deadline = now() - interval '1 millisecond' WHERE step_id = $1`, [stepIds[0]]);
     const sweep = await expireOnce(server.replica.dispatcher!);
     expect(sweep).toMatchObject({ requeued: 1, lost: 0 });
     const other = await runner();
@@ -79,7 +79,7 @@ describe('a lost answer to an acquire', () => {
   it('a delivery committed whose answer the server never heard is not answered empty: the retry of the same request id gets it from the store', async () => {
     const r = await runner();
     // The delivery statement runs and commits, but its reply is lost with the server's connection.
-    const cut = proxy.dropNextReplyTo(/INSERT INTO scheduler_job_leases/);
+    const cut = proxy.dropNextReplyTo(/INSERT INTO step_leases/);
     const pending = r.acquire({ request_id: 'unknown-outcome', wait_ms: 8_000, fresh: true });
     await waitFor(() => server.replica.dispatcher!.registry.size === 1, { what: 'acquire parked' });
     const { stepIds } = await seedRun(db.current.pool, { steps: [{ name: 'a' }] });

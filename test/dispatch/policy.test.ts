@@ -25,7 +25,7 @@ describe('dispatch policy through the runner protocol', () => {
   });
   afterAll(async () => server?.stop());
   beforeEach(async () => {
-    await truncateLive(db.current.pool, 'queue_ready, scheduler_job_leases, pool_holds, pool_limits, scheduler_run_pins');
+    await truncateLive(db.current.pool, 'queue_ready, step_leases, pool_holds, pool_limits, run_pins');
   });
 
   const register = (name: string, extra: Record<string, unknown> = {}) => new TestRunner(server.url).register(reg, { name, max_load: 4, ...extra });
@@ -86,7 +86,7 @@ steps:
 `);
     const first = await offers(a);
     expect(first.map((o) => o.step)).toEqual(['root']);
-    expect((await db.current.pool.query('SELECT runner_id FROM scheduler_run_pins WHERE run_id = $1', [runId])).rows).toEqual([{ runner_id: a.runnerId }]);
+    expect((await db.current.pool.query('SELECT runner_id FROM run_pins WHERE run_id = $1', [runId])).rows).toEqual([{ runner_id: a.runnerId }]);
     await complete(a, first);
     // The three branches are ready; the other runner never gets any of them.
     expect(await empty(b)).toBe(true);

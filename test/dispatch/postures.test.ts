@@ -8,6 +8,7 @@ import { useTestDatabase, waitFor } from '../support/db.js';
 import { TestRunner } from '../support/runner-client.js';
 import { seedRun } from '../support/seed.js';
 import { leaderDuties } from '../../src/features.js';
+import { justPast } from '../support/lifecycle.js';
 import { startTestServer } from '../support/server.js';
 
 describe('postures: reason, actor, until, and what each one holds', () => {
@@ -59,12 +60,12 @@ describe('postures: reason, actor, until, and what each one holds', () => {
     expect((await r.acquire({ wait_ms: 600 })).status).toBe(204);
     expect(await queued()).toBe(1);
 
-    await pool().query(`UPDATE scheduler_job_leases SET expires_at = now() - interval '1 second'`);
+    const past = await justPast(pool(), 'expires_at');
     await postureLever(pool(), { fields: ['halted'], value: true, reason: 'incident', actor: 'bob' });
-    expect(await expireOnce(server.replica.dispatcher!)).toMatchObject({ held: true, lost: 0 });
+    expect(await expireOnce(server.replica.dispatcher!, { now: past })).toMatchObject({ held: true, lost: 0 });
     // Lifting the halt leaves the system quiesce: the sweep runs, offers stay held.
     await postureLever(pool(), { fields: ['halted'], value: false, actor: 'bob' });
-    expect(await expireOnce(server.replica.dispatcher!)).toMatchObject({ held: false, lost: 1 });
+    expect(await expireOnce(server.replica.dispatcher!, { now: past })).toMatchObject({ held: false, lost: 1 });
     expect((await r.acquire({ wait_ms: 600 })).status).toBe(204);
 
     const resumed = await postureLever(pool(), { fields: ['halted', 'system_quiesced'], value: false, reason: 'done', actor: 'alice' });

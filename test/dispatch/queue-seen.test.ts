@@ -59,7 +59,7 @@ describe('a dispatch pass', () => {
     await other.end();
   });
   beforeEach(async () => {
-    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds`);
+    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, step_leases, completed_attempts, run_pins, pool_holds`);
     now = 0;
     changes = 0;
     deps = testDispatchDeps(pool, { replicaId: 'replica-seen', now: () => now });

@@ -49,7 +49,7 @@ describe('the roll-up of the runs a completion group finishes', () => {
     const open = await submit(`name: open\n${pair}`);
     const runs = [one, halfDone, fails, failedEarlier, lost, interrupted, templated, open];
     await store.query(`UPDATE runs SET template_name = 'nightly' WHERE id = $1`, [templated]);
-    await store.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) SELECT unnest($1::bigint[]), 'rnr_a'`, [runs]);
+    await store.query(`INSERT INTO run_pins (run_id, runner_id) SELECT unnest($1::bigint[]), 'rnr_a'`, [runs]);
 
     // What happened before the group: a success, a failure with no cause, a lost runner.
     await complete(store, await deliver(store, { run: halfDone, step: 'a', runnerId: 'rnr_a' }), { status: 'succeeded', runnerId: 'rnr_a' });
@@ -91,7 +91,7 @@ describe('the roll-up of the runs a completion group finishes', () => {
 
     const { rows: counters } = await store.query(`SELECT id, open_steps FROM runs WHERE id = ANY($1::bigint[]) ORDER BY id`, [runs]);
     expect(counters.map((r) => r.open_steps)).toEqual(runs.map((r) => (r === open ? 1 : 0)));
-    const { rows: pins } = await store.query(`SELECT run_id FROM scheduler_run_pins WHERE run_id = ANY($1::bigint[])`, [runs]);
+    const { rows: pins } = await store.query(`SELECT run_id FROM run_pins WHERE run_id = ANY($1::bigint[])`, [runs]);
     expect(pins.map((r) => Number(r.run_id))).toEqual([open]);
     await waitFor(() => notified.length > 0, { what: 'the templated run to notify' });
     expect(notified).toEqual(['run:nightly']);

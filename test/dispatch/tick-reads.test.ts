@@ -15,11 +15,11 @@ function kind(sql: string): string {
   if (/fleet_posture/.test(sql) && /FROM runners r/.test(sql)) return 'posture+parked runners';
   if (/fleet_posture/.test(sql)) return 'posture';
   if (/^\s*SELECT \* FROM queue_ready/.test(sql)) return /SKIP LOCKED/.test(sql) ? 'locked claim' : 'claim';
-  if (/INSERT INTO scheduler_run_pins/.test(sql)) return 'pin write';
-  if (/scheduler_run_pins/.test(sql)) return 'pins';
+  if (/INSERT INTO run_pins/.test(sql)) return 'pin write';
+  if (/run_pins/.test(sql)) return 'pins';
   if (/run_scope AND runner_id/.test(sql)) return 'scoped runs';
-  if (/FROM scheduler_job_leases WHERE run_id/.test(sql)) return 'outstanding';
-  if (/INSERT INTO scheduler_job_leases/.test(sql)) return 'deliver';
+  if (/FROM step_leases WHERE run_id/.test(sql)) return 'outstanding';
+  if (/INSERT INTO step_leases/.test(sql)) return 'deliver';
   if (/UPDATE steps/.test(sql)) return 'steps started';
   if (/pool_limits|pool_holds/.test(sql)) return 'pools';
   if (/UPDATE queue_ready q SET blocked_on/.test(sql)) return 'set aside';
@@ -57,7 +57,7 @@ describe('what a dispatch tick reads', () => {
     await other.end();
   });
   beforeEach(async () => {
-    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds, pool_limits`);
+    await other.query(`TRUNCATE runs, steps, step_logs, queue_ready, step_leases, completed_attempts, run_pins, pool_holds, pool_limits`);
     await postureLever(other, { fields: ['halted', 'quiesced', 'system_quiesced'], value: false, actor: 'test' });
     deps = testDispatchDeps(pool, { replicaId: 'replica-reads', acceptExceeding: true });
   });
@@ -215,7 +215,7 @@ describe('what a dispatch tick reads', () => {
     expect(tick).toMatchObject({ delivered: 1 });
     expect(overlapped(kinds)).toEqual([START, 'deliver', 'BEGIN', 'posture+parked runners', 'locked claim', 'deliver', 'COMMIT']);
     expect((await a.offers).map((o) => o.step)).toEqual(['t2']);
-    const { rows } = await other.query(`SELECT step_id FROM scheduler_job_leases ORDER BY step_id`);
+    const { rows } = await other.query(`SELECT step_id FROM step_leases ORDER BY step_id`);
     expect(rows.map((r) => Number(r.step_id))).toEqual([stepIds[1]]);
   });
 
@@ -240,7 +240,7 @@ describe('what a dispatch tick reads', () => {
       }
     }
     expect(got.map((o) => o.step_id).sort((x, y) => x - y)).toEqual(all);
-    const { rows } = await other.query(`SELECT count(*)::int AS n, count(DISTINCT step_id)::int AS d FROM scheduler_job_leases`);
+    const { rows } = await other.query(`SELECT count(*)::int AS n, count(DISTINCT step_id)::int AS d FROM step_leases`);
     expect(rows[0]).toEqual({ n: 40, d: 40 });
     expect((await other.query(`SELECT count(*)::int AS n FROM queue_ready`)).rows[0].n).toBe(0);
   });

@@ -63,7 +63,7 @@ describe('the README CI example', () => {
       const deadline = Date.now() + 60_000;
       while (!/waiting for 1 lease/.test(out) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       expect(out).toMatch(/group web drained/);
-      await db.current.pool.query(`DELETE FROM scheduler_job_leases WHERE step_id = 7`);
+      await db.current.pool.query(`DELETE FROM step_leases WHERE step_id = 7`);
       expect(await exited).toBe(0);
     } finally {
       child.kill('SIGKILL');

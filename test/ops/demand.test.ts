@@ -39,7 +39,7 @@ describe('fleet demand: per group, what waits for capacity and what waits for so
     await insertRunner(pool, { id: 'rnr_o1', name: 'o1', group: 'old', maxLoad: 4, state: 'offline', maxParallelSteps: 1 });
     await insertLease(pool, { stepId: 900_001, runId: 900_001, runnerId: 'rnr_b1', load: 2, pools: ['db'] });
     await insertLease(pool, { stepId: 900_002, runId: 900_002, runnerId: 'rnr_b2', load: 2 });
-    await pool.query(`UPDATE scheduler_job_leases SET executing = true WHERE step_id = 900002`);
+    await pool.query(`UPDATE step_leases SET executing = true WHERE step_id = 900002`);
     await poolLimitSet(pool, { name: 'db', limit: 1 });
     await pool.query(`INSERT INTO pool_holds (pool, step_id, attempt) VALUES ('db', 900001, 1)`);
     seeded = {
@@ -116,7 +116,7 @@ describe('fleet demand: per group, what waits for capacity and what waits for so
       expect(view.total.capacity).toBe(8);
     } finally {
       await pool.query(`DELETE FROM queue_ready WHERE run_id = $1`, [both.runId]);
-      await pool.query(`DELETE FROM scheduler_job_leases WHERE step_id IN (900003, 900004)`);
+      await pool.query(`DELETE FROM step_leases WHERE step_id IN (900003, 900004)`);
       await pool.query(`DELETE FROM runners WHERE id IN ('rnr_x1', 'rnr_y1')`);
     }
   });

@@ -65,12 +65,12 @@ describe('fleet what-if', () => {
     await pool.end();
   });
   beforeEach(async () => {
-    await pool.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds, pool_limits, runners, runner_groups, audit_log`);
+    await pool.query(`TRUNCATE runs, steps, step_logs, queue_ready, step_leases, completed_attempts, run_pins, pool_holds, pool_limits, runners, runner_groups, audit_log`);
     await postureLever(pool, { fields: ['halted', 'quiesced', 'system_quiesced'], value: false, actor: 'test' });
   });
 
   async function seed(s: { runners: RunnerSpec[]; runs: RunSpec[]; poolLimit: number }): Promise<void> {
-    await pool.query(`TRUNCATE runs, steps, step_logs, queue_ready, scheduler_job_leases, scheduler_done, scheduler_run_pins, pool_holds, pool_limits, runners, runner_groups`);
+    await pool.query(`TRUNCATE runs, steps, step_logs, queue_ready, step_leases, completed_attempts, run_pins, pool_holds, pool_limits, runners, runner_groups`);
     await pool.query(`INSERT INTO runner_groups (name) VALUES ('a'), ('b')`);
     for (const [i, r] of s.runners.entries()) {
       await insertRunner(pool, { id: `rnr_${i}`, name: `r${i}`, group: r.group, labels: r.label ? ['x'] : [], maxLoad: r.maxLoad, drained: r.drained, state: r.offline ? 'offline' : 'online' });
@@ -132,7 +132,7 @@ describe('fleet what-if', () => {
   async function realTick(): Promise<Array<[number, string]>> {
     deps = testDispatchDeps(pool, { replicaId: 'replica-what-if', acceptExceeding: true });
     const { rows } = await pool.query(
-      `SELECT r.*, r.max_parallel_steps - (SELECT count(*) FROM scheduler_job_leases l WHERE l.runner_id = r.id)::int AS free
+      `SELECT r.*, r.max_parallel_steps - (SELECT count(*) FROM step_leases l WHERE l.runner_id = r.id)::int AS free
          FROM runners r LEFT JOIN runner_groups g ON g.name = r.group_name
         WHERE r.deleted_at IS NULL AND r.state = 'online' AND NOT r.drained AND NOT coalesce(g.drained, false)`,
     );
@@ -176,7 +176,7 @@ describe('fleet what-if', () => {
       ],
       poolLimit: 1,
     });
-    await pool.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) SELECT min(id), 'rnr_0' FROM runs`);
+    await pool.query(`INSERT INTO run_pins (run_id, runner_id) SELECT min(id), 'rnr_0' FROM runs`);
     const tables = (await pool.query(`SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`)).rows.map((r) => r.tablename as string);
     const dump = async () => {
       const out: Record<string, string> = {};
@@ -202,9 +202,9 @@ describe('fleet what-if', () => {
     await insertRunner(pool, { id: 'rnr_gpu', name: 'gpu', group: 'a', labels: ['gpu'], maxLoad: 4 });
     await insertRunner(pool, { id: 'rnr_cpu', name: 'cpu', group: 'a', maxLoad: 4 });
     const pinned = await seedRun(pool, { scope: 'run', maxParallelSteps: 1, steps: [{ name: 'one' }, { name: 'two' }] });
-    await pool.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) VALUES ($1, 'rnr_cpu')`, [pinned.runId]);
+    await pool.query(`INSERT INTO run_pins (run_id, runner_id) VALUES ($1, 'rnr_cpu')`, [pinned.runId]);
     await insertLease(pool, { stepId: 800_001, runId: 800_001, runnerId: 'rnr_gpu', load: 1 });
-    await pool.query(`UPDATE scheduler_job_leases SET requirement = '{"labels":["gpu"]}', executing = true WHERE step_id = 800001`);
+    await pool.query(`UPDATE step_leases SET requirement = '{"labels":["gpu"]}', executing = true WHERE step_id = 800001`);
     await insertLease(pool, { stepId: 800_002, runId: 800_002, runnerId: 'rnr_cpu', load: 1 });
 
     const gpu = await fleetWhatIf(ctx, { drain: 'gpu' });

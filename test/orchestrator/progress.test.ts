@@ -31,7 +31,7 @@ describe('orchestration through the lease lifecycle hooks', () => {
     const run = await submit(DIAMOND);
     expect(await queued(pool, run)).toEqual([['a', 1]]);
     expect(await stepStates(pool, run)).toEqual({ a: 'ready/1', b: 'pending/0', c: 'pending/0', d: 'pending/0' });
-    await pool.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) VALUES ($1, 'rnr_test')`, [run]);
+    await pool.query(`INSERT INTO run_pins (run_id, runner_id) VALUES ($1, 'rnr_test')`, [run]);
 
     const a = await deliver(pool, { run, step: 'a' });
     expect(await stepStates(pool, run)).toMatchObject({ a: 'running/1' });
@@ -46,7 +46,7 @@ describe('orchestration through the lease lifecycle hooks', () => {
     expect((await runState(pool, run)).status).toBe('running');
     await runStep(pool, run, 'd');
     expect(await runState(pool, run)).toEqual({ status: 'succeeded', cause: null, finished: true });
-    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM scheduler_run_pins WHERE run_id = $1`, [run]);
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM run_pins WHERE run_id = $1`, [run]);
     expect(rows[0].n).toBe(0);
     const { rows: audit } = await pool.query(`SELECT actor, action FROM audit_log WHERE target = $1`, [`run:${run}`]);
     expect(audit).toEqual([{ actor: 'test', action: 'runs.submit' }]);
@@ -164,14 +164,14 @@ steps:
     const pool = db.current.pool;
     const run = await submit('name: c\nsteps:\n  a: { run: sleep 100, pools: [db] }\n  b: { run: echo b }\n  c: { run: echo c, needs: [a] }\n');
     const a = await deliver(pool, { run, step: 'a', pools: ['db'] });
-    await pool.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) VALUES ($1, 'rnr_test')`, [run]);
+    await pool.query(`INSERT INTO run_pins (run_id, runner_id) VALUES ($1, 'rnr_test')`, [run]);
     const other = await submit('name: other\nsteps:\n  x: { run: echo x }\n');
 
     const result = await runCancel(pool, run, { actor: 'alice' });
     expect(result).toEqual({ id: run, status: 'cancelled', cancelled: true, steps: ['a', 'b', 'c'], revoked: 1 });
     const counts = await pool.query(
-      `SELECT (SELECT count(*) FROM queue_ready WHERE run_id = $1)::int AS queue, (SELECT count(*) FROM scheduler_job_leases WHERE run_id = $1)::int AS leases,
-              (SELECT count(*) FROM pool_holds WHERE step_id = $2)::int AS holds, (SELECT count(*) FROM scheduler_run_pins WHERE run_id = $1)::int AS pins`,
+      `SELECT (SELECT count(*) FROM queue_ready WHERE run_id = $1)::int AS queue, (SELECT count(*) FROM step_leases WHERE run_id = $1)::int AS leases,
+              (SELECT count(*) FROM pool_holds WHERE step_id = $2)::int AS holds, (SELECT count(*) FROM run_pins WHERE run_id = $1)::int AS pins`,
       [run, a.stepId],
     );
     expect(counts.rows[0]).toEqual({ queue: 0, leases: 0, holds: 0, pins: 0 });
@@ -206,7 +206,7 @@ steps:
     } finally {
       dispatcher.release();
     }
-    expect((await pool.query(`SELECT count(*)::int AS n FROM scheduler_job_leases WHERE run_id = $1`, [run])).rows[0].n).toBe(0);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM step_leases WHERE run_id = $1`, [run])).rows[0].n).toBe(0);
     expect(await stepStates(pool, run)).toEqual({ a: 'cancelled/1' });
   });
 
@@ -339,7 +339,7 @@ steps:
     const run = await submit('name: rq\nsteps:\n  a: { run: echo a }\n');
     const a = await deliver(pool, { run, step: 'a' });
     await withTransaction(pool, async (client) => {
-      const { rows } = await client.query(`DELETE FROM scheduler_job_leases WHERE step_id = $1 RETURNING *`, [a.stepId]);
+      const { rows } = await client.query(`DELETE FROM step_leases WHERE step_id = $1 RETURNING *`, [a.stepId]);
       await client.query(
         `INSERT INTO queue_ready (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, load, run_scope, max_parallel, ready_at, position)
          VALUES ($1, $2, $3, 2, 0, 2, 'default', 1, '{}', 1, false, 1, now(), $4)`,
@@ -364,12 +364,12 @@ steps:
     await registerRunner(pool, 'rnr_pin', 'build-07');
     const run = await submit('name: pinned\nscope: run\nsteps:\n  a: { run: sleep 100 }\n  b: { run: echo b }\n  c: { run: echo c, needs: [a] }\n');
     const a = await deliver(pool, { run, step: 'a', runnerId: 'rnr_pin' });
-    await pool.query(`INSERT INTO scheduler_run_pins (run_id, runner_id) VALUES ($1, 'rnr_pin')`, [run]);
+    await pool.query(`INSERT INTO run_pins (run_id, runner_id) VALUES ($1, 'rnr_pin')`, [run]);
     await complete(pool, a, { status: 'system_error', cause: 'runner lost: lease expired without a result', runnerId: 'rnr_pin', event: 'pinned_runner_lost' });
     expect(await runState(pool, run)).toEqual({ status: 'error', cause: 'pinned runner build-07 (rnr_pin) lost: the run cannot continue on another runner', finished: true });
     expect(await stepStates(pool, run)).toEqual({ a: 'system_error/1', b: 'skipped/1', c: 'skipped/0' });
     expect(await queued(pool, run)).toEqual([]);
-    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM scheduler_run_pins WHERE run_id = $1`, [run]);
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM run_pins WHERE run_id = $1`, [run]);
     expect(rows[0].n).toBe(0);
 
     expect(await runRetry(pool, run, { actor: 'test' })).toEqual({ id: run, status: 'running', retried: [{ name: 'a', attempt: 2 }, { name: 'b', attempt: 2 }], reopened: ['c'] });

@@ -101,7 +101,7 @@ describe.skipIf('missing' in bins)('primary failover to a synchronous standby', 
     const held = async () => (await c.pool.query(`SELECT name, holder, expires_at FROM coordination_leases WHERE expires_at > now() AND holder = ANY($1::text[])`, [ids])).rows;
     const settled = await waitFor(async () => {
       const rows = await held();
-      return rows.filter((r) => r.name.startsWith('shard:')).length === 64 && rows.some((r) => r.name === 'cron-leader') ? rows : undefined;
+      return rows.filter((r) => r.name.startsWith('shard:')).length === 64 && rows.some((r) => r.name === 'leader') ? rows : undefined;
     }, { what: 'every shard and the lead held', timeoutMs: 60_000 });
     await waitFor(async () => {
       const now = new Map((await held()).map((r) => [r.name, r]));

@@ -17,7 +17,7 @@ describe('migrations', () => {
       const status = await migrationStatus(db.current.pool);
       expect(status.every((s) => s.applied)).toBe(true);
       const { rows: tables } = await db.current.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE tablename = ANY($1)`, [
-        ['replicas', 'coordination_leases', 'fleet_posture', 'audit_log', 'queue_ready', 'scheduler_job_leases'],
+        ['replicas', 'coordination_leases', 'fleet_posture', 'audit_log', 'queue_ready', 'step_leases'],
       ]);
       expect(tables[0].n).toBe(6);
     } finally {

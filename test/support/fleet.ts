@@ -26,7 +26,7 @@ export async function insertRunner(pool: Pool, r: RunnerFixture): Promise<void> 
 /** A live lease delivered to a runner, carrying a load, as the dispatcher would leave it. */
 export async function insertLease(pool: Pool, l: { stepId: number; runId: number; runnerId: string | null; load?: number; pools?: string[]; holder?: string }): Promise<void> {
   await pool.query(
-    `INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, load, pools, ready_at, enqueued_at, position, holder, runner_id, delivered_at, expires_at)
+    `INSERT INTO step_leases (step_id, run_id, shard, attempt, load, pools, ready_at, enqueued_at, position, holder, runner_id, delivered_at, expires_at)
      VALUES ($1, $2, 0, 1, $3, $4, now(), now(), $1, $5, $6, CASE WHEN $6::text IS NULL THEN NULL ELSE now() END, now() + interval '3 minutes')`,
     [l.stepId, l.runId, l.load ?? 1, l.pools ?? [], l.holder ?? 'replica-test', l.runnerId],
   );

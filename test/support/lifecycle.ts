@@ -14,7 +14,7 @@ export async function deliver(pool: Pool, p: { run: number; step: string; runner
   return withTransaction(pool, async (client) => {
     const { rows } = await client.query(
       `WITH q AS (DELETE FROM queue_ready WHERE step_id = (SELECT id FROM steps WHERE run_id = $1 AND name = $2) RETURNING *)
-       INSERT INTO scheduler_job_leases (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load,
+       INSERT INTO step_leases (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load,
                                          run_scope, max_parallel, site_stamp, ready_at, enqueued_at, position, holder, delivered_at, runner_id, expires_at)
        SELECT step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel,
               site_stamp, ready_at, enqueued_at, position, 'test-replica', now(), $3, now() + interval '3 minutes' FROM q
@@ -38,9 +38,9 @@ export async function complete(
   outcome: { status: 'succeeded' | 'failed' | 'system_error'; exitCode?: number | null; cause?: string | null; runnerId?: string; event?: string },
 ): Promise<void> {
   await withTransaction(pool, async (client) => {
-    await client.query(`DELETE FROM scheduler_job_leases WHERE step_id = $1 AND attempt = $2`, [lease.stepId, lease.attempt]);
+    await client.query(`DELETE FROM step_leases WHERE step_id = $1 AND attempt = $2`, [lease.stepId, lease.attempt]);
     await client.query(`DELETE FROM pool_holds WHERE step_id = $1`, [lease.stepId]);
-    await client.query(`INSERT INTO scheduler_done (step_id, attempt) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [lease.stepId, lease.attempt]);
+    await client.query(`INSERT INTO completed_attempts (step_id, attempt) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [lease.stepId, lease.attempt]);
     await orchestratorHooks.stepFinished(client, {
       stepId: lease.stepId,
       attempt: lease.attempt,
@@ -60,7 +60,7 @@ export async function complete(
  */
 export async function giveBack(pool: Pool, lease: { stepId: number }, p: { newAttempt: boolean; reason: string }): Promise<void> {
   await withTransaction(pool, async (client) => {
-    const { rows } = await client.query(`SELECT token FROM scheduler_job_leases WHERE step_id = $1`, [lease.stepId]);
+    const { rows } = await client.query(`SELECT token FROM step_leases WHERE step_id = $1`, [lease.stepId]);
     if (!rows[0]) throw new Error(`step ${lease.stepId} holds no lease`);
     for (const l of await leaseReturn(client, { items: [{ stepId: lease.stepId, token: String(rows[0].token) }], newAttempt: p.newAttempt })) {
       await orchestratorHooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt + (p.newAttempt ? 1 : 0), reason: p.reason });
@@ -90,7 +90,7 @@ export async function runState(pool: Pool, run: number): Promise<{ status: strin
 
 /** The token of the step's live lease (as text: it is a bigint). */
 export async function leaseToken(pool: Pool, stepId: number): Promise<string> {
-  const { rows } = await pool.query(`SELECT token FROM scheduler_job_leases WHERE step_id = $1`, [stepId]);
+  const { rows } = await pool.query(`SELECT token FROM step_leases WHERE step_id = $1`, [stepId]);
   return String(rows[0].token);
 }
 
@@ -114,4 +114,14 @@ export function testDispatchDeps(pool: Pool, overrides: Partial<DispatcherOption
     events: new EventEmitter(),
     ...overrides,
   });
+}
+
+/**
+ * The moment just past the latest lease's ack deadline or expiry, by the store's clock: handed to
+ * the expiry sweep as its `now`, it moves time past the deadline without rewriting any row.
+ */
+export async function justPast(pool: Pool, column: 'ack_deadline' | 'expires_at'): Promise<Date> {
+  const { rows } = await pool.query<{ t: Date | null }>(`SELECT max(${column}) + interval '1 millisecond' AS t FROM step_leases`);
+  if (!rows[0].t) throw new Error(`no lease has a ${column}`);
+  return rows[0].t;
 }

@@ -91,7 +91,7 @@ describe.skipIf(!TMUX)('the console in a real terminal', () => {
     runner = fleet.runner('tmux-a', ['--grace', '1s']);
     const runnerId = await fleet.ready(runner);
     const runId = await fleet.submit({ name: 'deploy-web', project: 'acme', target: 'acme/prod/web', steps: { build: { run: 'sleep 120' }, gpu: { run: 'true', placement: { labels: ['gpu'] } } } });
-    await waitFor(async () => (await db.current.pool.query(`SELECT 1 FROM scheduler_job_leases WHERE run_id = $1 AND runner_id IS NOT NULL`, [runId])).rowCount, { what: 'a delivered lease' });
+    await waitFor(async () => (await db.current.pool.query(`SELECT 1 FROM step_leases WHERE run_id = $1 AND runner_id IS NOT NULL`, [runId])).rowCount, { what: 'a delivered lease' });
     // Both replicas hold shards before the dashboard opens.
     await waitFor(async () => (await db.current.pool.query(`SELECT count(DISTINCT holder)::int AS n FROM coordination_leases WHERE name LIKE 'shard:%'`)).rows[0].n === 2, { what: 'shards on two replicas' });
 

@@ -15,4 +15,4 @@ ALTER TABLE runs ADD CONSTRAINT runs_trace_parent_span_hex CHECK (trace_parent_s
 
 -- How many times a lease was renewed, for its span (a renewal rewrites the row anyway; NULL is
 -- none, so a lease never renewed carries nothing).
-ALTER TABLE scheduler_job_leases ADD COLUMN renewals integer;
+ALTER TABLE step_leases ADD COLUMN renewals integer;
