@@ -5,7 +5,7 @@ import { Conflict } from '../errors.js';
 import type { Pool } from './pool.js';
 import { isPreReleaseStore, preReleaseAdopt, type AppliedMigration } from './pre-release.js';
 
-const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
+export const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
 /** Arbitrary but fixed: every replica contends for the same advisory lock. */
 const MIGRATION_LOCK_KEY = 7_420_001;
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrate, migrationFiles } from '../../src/store/migrate.js';
+import { migrate, migrationFiles, MIGRATIONS_DIR } from '../../src/store/migrate.js';
 import { PRE_RELEASE_CHAIN } from '../../src/store/pre-release.js';
 import { schemaCatalog } from '../support/catalog.js';
 import { runCli } from '../support/cli.js';
@@ -28,11 +28,20 @@ describe('the baseline schema', () => {
     return dir;
   };
   let baseline: TestDb;
+  /** The schema of the baseline alone, and of every migration (the baseline and those after it). */
   let baselineCatalog: string[];
+  let currentCatalog: string[];
+  const later = migrationFiles().slice(1).map((m) => m.name);
   beforeAll(async () => {
     baseline = await fresh();
-    await migrate(baseline.pool);
+    const onlyBaseline = mkdtempSync(join(tmpdir(), 'opschain-baseline-'));
+    dirs.push(onlyBaseline);
+    cpSync(join(MIGRATIONS_DIR, '0001_baseline.sql'), join(onlyBaseline, '0001_baseline.sql'));
+    await migrate(baseline.pool, onlyBaseline);
     baselineCatalog = await schemaCatalog(baseline.pool);
+    const current = await fresh();
+    await migrate(current.pool);
+    currentCatalog = await schemaCatalog(current.pool);
   });
   afterAll(async () => {
     for (const db of dbs) await dropTestDatabase(db);
@@ -65,14 +74,14 @@ describe('the baseline schema', () => {
     const other = await fresh();
     await migrate(other.pool);
     await other.pool.query(`ALTER TABLE steps SET (fillfactor = 50)`);
-    expect(await schemaCatalog(other.pool)).not.toEqual(baselineCatalog);
+    expect(await schemaCatalog(other.pool)).not.toEqual(currentCatalog);
     await other.pool.query(`ALTER TABLE steps SET (fillfactor = 33)`);
-    expect(await schemaCatalog(other.pool)).toEqual(baselineCatalog);
+    expect(await schemaCatalog(other.pool)).toEqual(currentCatalog);
     await other.pool.query(`DROP INDEX queue_ready_order_idx; CREATE INDEX queue_ready_order_idx ON queue_ready (lane, position)`);
-    expect(await schemaCatalog(other.pool)).not.toEqual(baselineCatalog);
+    expect(await schemaCatalog(other.pool)).not.toEqual(currentCatalog);
   });
 
-  it('adopts a store the whole pre-release chain made: its rows kept, its ledger the baseline, nothing left to apply', async () => {
+  it('adopts a store the whole pre-release chain made: its rows kept, its ledger the baseline, then the migrations after it', async () => {
     const old = await fresh();
     await migrate(old.pool, PRE_RELEASE);
     await old.pool.query(`INSERT INTO runs (name, definition) VALUES ('kept', '{}')`);
@@ -82,9 +91,9 @@ describe('the baseline schema', () => {
       `INSERT INTO coordination_leases (name, holder, token, expires_at) VALUES ('cron-leader', 'web-1', 5, now() + interval '1 minute'), ('shard:0', 'web-1', 6, now() + interval '1 minute')`,
     );
     const adopted = await migrate(old.pool);
-    expect(adopted).toEqual([]);
-    expect(await schemaCatalog(old.pool)).toEqual(baselineCatalog);
-    expect((await old.pool.query(`SELECT id, name FROM opschain_migrations`)).rows).toEqual([{ id: 1, name: '0001_baseline' }]);
+    expect(adopted.map((m) => m.name)).toEqual(later);
+    expect(await schemaCatalog(old.pool)).toEqual(currentCatalog);
+    expect((await old.pool.query(`SELECT id, name FROM opschain_migrations ORDER BY id`)).rows).toEqual(migrationFiles().map((m) => ({ id: m.id, name: m.name })));
     expect((await old.pool.query(`SELECT name FROM runs`)).rows).toEqual([{ name: 'kept' }]);
     expect((await old.pool.query(`SELECT run_id, runner_id FROM run_pins`)).rows).toEqual([{ run_id: 7, runner_id: 'rnr_kept' }]);
     expect((await old.pool.query(`SELECT step_id, attempt, token FROM completed_attempts`)).rows).toEqual([{ step_id: 3, attempt: 1, token: 42 }]);
@@ -114,7 +123,7 @@ describe('the baseline schema', () => {
     await migrate(newer.pool);
     await newer.pool.query(`INSERT INTO opschain_migrations (id, name) VALUES ($1, $2)`, [migrationFiles().length + 1, '9999_from_the_future']);
     await expect(migrate(newer.pool)).rejects.toMatchObject({ code: 'schema_newer', message: expect.stringMatching(/upgrade opschain/) });
-    expect(await schemaCatalog(newer.pool)).toEqual(baselineCatalog);
+    expect(await schemaCatalog(newer.pool)).toEqual(currentCatalog);
   });
 
   it('refuses a ledger whose migration of the same number has another name', async () => {
@@ -137,9 +146,11 @@ describe('the baseline schema', () => {
     const whole = await fresh();
     await migrate(whole.pool, PRE_RELEASE);
     const status = await runCli(['db', 'status', '--json', '--database-url', whole.url]);
-    expect(JSON.parse(status.stdout)).toMatchObject({ pending: 1, migrations: [{ id: 1, name: '0001_baseline', applied: false }] });
+    const shown = JSON.parse(status.stdout);
+    expect(shown.pending).toBe(migrationFiles().length);
+    expect(shown.migrations[0]).toMatchObject({ id: 1, name: '0001_baseline', applied: false });
     const adopt = await runCli(['db', 'migrate', '--json', '--database-url', whole.url]);
     expect(adopt.code).toBe(0);
-    expect(await schemaCatalog(whole.pool)).toEqual(baselineCatalog);
+    expect(await schemaCatalog(whole.pool)).toEqual(currentCatalog);
   });
 });
