@@ -16,7 +16,8 @@ describe('the baseline schema', () => {
   const dbs: TestDb[] = [];
   const dirs: string[] = [];
   const fresh = async () => {
-    const db = await createTestDatabase({ migrated: false });
+    // A handful of databases at once in this file: two connections each is all it needs.
+    const db = await createTestDatabase({ migrated: false, poolMax: 2 });
     dbs.push(db);
     return db;
   };

@@ -21,11 +21,11 @@ async function adminQuery(sql: string): Promise<void> {
 }
 
 /** A fresh database cloned from the migrated template; dropped when the file's tests finish. */
-export async function createTestDatabase(opts: { migrated?: boolean } = {}): Promise<TestDb> {
+export async function createTestDatabase(opts: { migrated?: boolean; poolMax?: number } = {}): Promise<TestDb> {
   const name = `${inject('templateDb')}_${randomBytes(4).toString('hex')}`;
   await adminQuery(opts.migrated === false ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${inject('templateDb')}`);
   const url = withDatabase(inject('adminUrl'), name);
-  return { url, name, pool: createPool(url, { max: 10 }) };
+  return { url, name, pool: createPool(url, { max: opts.poolMax ?? 10 }) };
 }
 
 export async function dropTestDatabase(db: TestDb): Promise<void> {
