@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Invalid } from '../errors.js';
-import type { OpsContext } from '../ops/context.js';
+import type { OpsContext } from '../ops/domain/context.js';
 import { DOMAIN, pathParams, VERBS, type FieldSchema, type Verb, type VerbSpec } from '../ops/verbs.js';
 import type { Feature } from '../server.js';
 import { adminActor, scopeAuth } from './admin-auth.js';

@@ -1,6 +1,6 @@
 import { Flags } from '@oclif/core';
 import type { OpsOutput } from '../ops/index.js';
-import type { PostureVerb } from '../ops/levers.js';
+import type { PostureVerb } from '../ops/domain/levers.js';
 import type { PostureField } from '../store/posture.js';
 import { OpsCommand } from './base.js';
 

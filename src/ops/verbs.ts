@@ -1,14 +1,14 @@
 import { INT4, LOAD_MIN, SAFE_TEXT_PATTERN } from '../core/bounds.js';
 import type { Scope } from '../core/tokens.js';
 import { RUN_STATUSES } from '../store/runs.js';
-import { adminAudit } from './audit.js';
-import { fleetDemand, fleetWhatIf } from './capacity.js';
-import { adminQueue, ADMIN_QUEUE_MAX_LIMIT, fleetRunners } from './console.js';
-import { fleetDrain, fleetDrainHeld, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './fleet.js';
-import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './levers.js';
-import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './policy.js';
-import { runsCancel, runsList, runsLogs, runsRetry, runsShow, runsSubmit } from './runs.js';
-import { tokensCreate, tokensList, tokensRevoke } from './tokens.js';
+import { adminAudit } from './domain/audit.js';
+import { fleetDemand, fleetWhatIf } from './domain/capacity.js';
+import { adminQueue, ADMIN_QUEUE_MAX_LIMIT, fleetRunners } from './domain/console.js';
+import { fleetDrain, fleetDrainHeld, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './domain/fleet.js';
+import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './domain/levers.js';
+import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './domain/policy.js';
+import { runsCancel, runsList, runsLogs, runsRetry, runsShow, runsSubmit } from './domain/runs.js';
+import { tokensCreate, tokensList, tokensRevoke } from './domain/tokens.js';
 import {
   adminReconcile,
   templatesList,
@@ -24,7 +24,7 @@ import {
   triggersShow,
   triggersWebhookAdd,
   triggersWebhookRotate,
-} from './triggers.js';
+} from './domain/triggers.js';
 
 /**
  * Every verb's domain function, by verb name. The store transport calls these directly; the HTTP

@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { adminQueueText } from '../../src/cli/admin-queue-text.js';
-import { adminQueue } from '../../src/ops/console.js';
+import { adminQueue } from '../../src/ops/domain/console.js';
 import { createLogger } from '../../src/logger.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
 import { withTransaction, type Pool } from '../../src/store/pool.js';

@@ -17,7 +17,7 @@ import {
   type TickView,
   type TriggerView,
   type WebhookCreated,
-} from '../triggers/manage.js';
+} from '../../triggers/manage.js';
 import type { OpsContext } from './context.js';
 
 /** The template and trigger verbs (docs/triggers.md); the logic is in src/triggers/manage.ts. */

@@ -1,10 +1,10 @@
-import { DEFAULT_TIMING } from '../coordination/coordinator.js';
-import { Invalid } from '../errors.js';
-import { adminQueueRead } from '../store/admin-queue.js';
-import { storeNow } from '../store/coordination.js';
-import { fleetRead } from '../store/fleet.js';
-import { buildAdminQueue, type AdminQueueView } from '../views/admin-queue.js';
-import { buildRunners, type RunnersView } from '../views/runners.js';
+import { DEFAULT_TIMING } from '../../coordination/coordinator.js';
+import { Invalid } from '../../errors.js';
+import { adminQueueRead } from '../../store/admin-queue.js';
+import { storeNow } from '../../store/coordination.js';
+import { fleetRead } from '../../store/fleet.js';
+import { buildAdminQueue, type AdminQueueView } from '../../views/admin-queue.js';
+import { buildRunners, type RunnersView } from '../../views/runners.js';
 import type { OpsContext } from './context.js';
 
 /** The most leases one answer lists (all are counted). */

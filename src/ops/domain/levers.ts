@@ -1,8 +1,8 @@
-import { replicaQuiesceSet, type ReplicaLeverResult } from '../coordination/levers.js';
-import { adminStatusRead, type AdminStatus } from '../coordination/status.js';
-import { parseUntil, postureLever, type PostureLeverResult } from '../dispatch/postures.js';
-import { Invalid, NotFound } from '../errors.js';
-import type { PostureField } from '../store/posture.js';
+import { replicaQuiesceSet, type ReplicaLeverResult } from '../../coordination/levers.js';
+import { adminStatusRead, type AdminStatus } from '../../coordination/status.js';
+import { parseUntil, postureLever, type PostureLeverResult } from '../../dispatch/postures.js';
+import { Invalid, NotFound } from '../../errors.js';
+import type { PostureField } from '../../store/posture.js';
 import type { OpsContext } from './context.js';
 
 export interface PostureInput { reason?: string; until?: string }

@@ -1,6 +1,6 @@
-import { Conflict, DomainError, Failed, Forbidden, Invalid, NotFound, TimedOut, Unauthorized, Unavailable } from '../errors.js';
-import type { Ops } from './index.js';
-import { pathParams, VERBS, type Verb, type VerbSpec } from './verbs.js';
+import { Conflict, DomainError, Failed, Forbidden, Invalid, NotFound, TimedOut, Unauthorized, Unavailable } from '../../errors.js';
+import type { Ops } from '../index.js';
+import { pathParams, VERBS, type Verb, type VerbSpec } from '../verbs.js';
 
 export interface HttpOpsOptions {
   /** Base URL of any replica, e.g. http://opschain.internal:7420. */
