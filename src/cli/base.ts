@@ -1,5 +1,5 @@
 import { Command, Errors, Flags, type Interfaces } from '@oclif/core';
-import { redactUrl } from '../config.js';
+import { configFromEnv, redactUrl } from '../config.js';
 import { errorBody } from '../errors.js';
 import { opschainHome, readLocalSecret, readServerRecord, readStoreRecord } from '../home.js';
 import type { Ops } from '../ops/index.js';
@@ -172,7 +172,7 @@ export abstract class OpsCommand<T extends typeof Command> extends BaseCommand<T
       const local = readServerRecord(this.home)?.url === server ? this.localSecret('admin') : undefined;
       this.transport = httpOps({ server, token: this.flags.token || local });
     } else {
-      this.transport = storeOps({ pool: await this.store(), actor: `cli:${cliActor()}`, source: 'cli', acceptExceeding: process.env.OPSCHAIN_ACCEPT_EXCEEDING !== 'false' });
+      this.transport = storeOps({ pool: await this.store(), actor: `cli:${cliActor()}`, source: 'cli', acceptExceeding: configFromEnv('acceptExceeding') });
     }
     return this.transport;
   }

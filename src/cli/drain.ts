@@ -1,6 +1,7 @@
 import { systemClock } from '../clock.js';
 import { parseDuration } from '../core/duration.js';
-import { drainWait, leaseText, type DrainPreview, type DrainTarget, type DrainWaitResult, type HeldLease } from '../dispatch/drain.js';
+import type { DrainPreview, DrainTarget, HeldLease } from '../ops/domain/drain.js';
+import { drainWait, leaseText, type DrainWaitResult } from '../ops/drain-wait.js';
 import { Invalid } from '../errors.js';
 import type { Ops, Wire } from '../ops/index.js';
 import type { DrainResult } from '../store/fleet.js';

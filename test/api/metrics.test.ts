@@ -6,7 +6,7 @@ import { classify } from '../../src/core/classify.js';
 import { LANE_NAMES } from '../../src/core/entry.js';
 import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
-import { postureLever } from '../../src/dispatch/postures.js';
+import { postureLever } from '../../src/ops/domain/postures.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { fleetDrainSet } from '../../src/store/fleet.js';

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { DispatchDeps } from '../../src/dispatch/deps.js';
 import { dispatchOnce } from '../../src/dispatch/dispatcher.js';
-import { postureLever } from '../../src/dispatch/postures.js';
+import { postureLever } from '../../src/ops/domain/postures.js';
 import { fleetWhatIf, type WhatIfInput } from '../../src/ops/domain/capacity.js';
 import type { OpsContext } from '../../src/ops/domain/context.js';
 import { fleetDrainSet } from '../../src/store/fleet.js';

@@ -6,7 +6,7 @@ import { runCancel } from '../../src/orchestrator/cancel.js';
 import type { ServerHandle } from '../../src/server.js';
 import { launchFeature } from '../../src/triggers/feature.js';
 import type { LaunchReport } from '../../src/triggers/launch.js';
-import { launchReconcile, oneShotAdd, templatePut, triggerShow } from '../../src/triggers/manage.js';
+import { launchReconcile, oneShotAdd, templatePut, triggerShow } from '../../src/ops/domain/trigger-definitions.js';
 import { truncateLive, useTestDatabase, waitFor } from '../support/db.js';
 import { startTestServer } from '../support/server.js';
 

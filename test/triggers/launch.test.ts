@@ -8,7 +8,7 @@ import { postureSet } from '../../src/store/posture.js';
 import { LAUNCH_PROBE_SQL } from '../../src/store/triggers.js';
 import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce, type LaunchDeps, type LaunchReport } from '../../src/triggers/launch.js';
 import { housekeepingOnce } from '../../src/triggers/feature.js';
-import { oneShotAdd, scheduleAdd, templatePut, triggerEnable, triggerShow, webhookAdd } from '../../src/triggers/manage.js';
+import { oneShotAdd, scheduleAdd, templatePut, triggerEnable, triggerShow, webhookAdd } from '../../src/ops/domain/trigger-definitions.js';
 import { useTestDatabase } from '../support/db.js';
 
 const log = createLogger('silent', { pretty: false });

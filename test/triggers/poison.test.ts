@@ -3,7 +3,7 @@ import { createLogger } from '../../src/logger.js';
 import type { Pool } from '../../src/store/pool.js';
 import { deliveryInsert } from '../../src/store/triggers.js';
 import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce, type LaunchDeps, type LaunchReport } from '../../src/triggers/launch.js';
-import { oneShotAdd, scheduleAdd, templatePut, webhookAdd } from '../../src/triggers/manage.js';
+import { oneShotAdd, scheduleAdd, templatePut, webhookAdd } from '../../src/ops/domain/trigger-definitions.js';
 import { useTestDatabase } from '../support/db.js';
 
 // Each source of the launch loop is fed one row that fails for its own data, written straight

@@ -10,7 +10,7 @@ import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { deliveryCount } from '../../src/store/triggers.js';
 import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce } from '../../src/triggers/launch.js';
-import { templatePut } from '../../src/triggers/manage.js';
+import { templatePut } from '../../src/ops/domain/trigger-definitions.js';
 import { useTestDatabase } from '../support/db.js';
 import { runInProcess } from '../support/inproc.js';
 import { startTestServer } from '../support/server.js';

@@ -6,7 +6,7 @@ import type { ServerHandle } from '../../src/server.js';
 import { offerDetails } from '../../src/store/leases.js';
 import { deliveryCount } from '../../src/store/triggers.js';
 import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce } from '../../src/triggers/launch.js';
-import { templatePut, triggerShow, webhookAdd, type WebhookCreated } from '../../src/triggers/manage.js';
+import { templatePut, triggerShow, webhookAdd, type WebhookCreated } from '../../src/ops/domain/trigger-definitions.js';
 import { runCli } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
 import { startTestServer } from '../support/server.js';

@@ -2,7 +2,7 @@ import { Conflict, Invalid, NotFound } from '../../errors.js';
 import { auditRecord } from '../../store/audit.js';
 import { withTransaction } from '../../store/pool.js';
 import { runnerFind, runnersRemove } from '../../store/runners.js';
-import { drainHeld, drainPreview, type DrainPreview, type DrainTargetJson, type HeldLease } from '../../dispatch/drain.js';
+import { drainHeld, drainPreview, type DrainPreview, type DrainTargetJson, type HeldLease } from './drain.js';
 import { fleetDrainSet, fleetQueueRead, type DrainResult } from '../../store/fleet.js';
 import { buildFleetQueue, type FleetQueueView } from '../../views/fleet-queue.js';
 import type { OpsContext } from './context.js';

@@ -1,5 +1,5 @@
 import { systemClock } from '../../clock.js';
-import { queuedStepVerdicts } from '../../dispatch/queued-verdicts.js';
+import { queuedStepVerdicts } from './run-verdicts.js';
 import { Invalid } from '../../errors.js';
 import { runCancel, type RunCancelled } from '../../orchestrator/cancel.js';
 import { runSnapshot } from '../../orchestrator/follow.js';

@@ -1,10 +1,10 @@
-import { SHARD_COUNT } from '../core/entry.js';
-import { postureStatus, type PostureJson } from '../dispatch/postures.js';
-import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName, storeNow } from '../store/coordination.js';
-import type { Pool, PoolClient } from '../store/pool.js';
-import { replicaList } from '../store/replicas.js';
-import { DEFAULT_TIMING } from './coordinator.js';
-import { replicaState, type ReplicaState } from '../core/replica-state.js';
+import { SHARD_COUNT } from '../../core/entry.js';
+import { postureStatus, type PostureJson } from './postures.js';
+import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName, storeNow } from '../../store/coordination.js';
+import type { Pool, PoolClient } from '../../store/pool.js';
+import { replicaList } from '../../store/replicas.js';
+import { DEFAULT_TIMING } from '../../coordination/coordinator.js';
+import { replicaState, type ReplicaState } from '../../core/replica-state.js';
 
 export { replicaState, type ReplicaState };
 

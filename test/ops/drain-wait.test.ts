@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
-import { drainWait, DrainWaitTimeout, type HeldLease } from '../../src/dispatch/drain.js';
+import type { HeldLease } from '../../src/ops/domain/drain.js';
+import { drainWait, DrainWaitTimeout } from '../../src/ops/drain-wait.js';
 
 /** A clock that moves only when the loop sleeps: each pass of the wait is one tick. */
 function fakeClock(): Clock & { slept: number[] } {
