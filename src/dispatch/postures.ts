@@ -1,3 +1,4 @@
+import { POSTURE_ACTIONS } from '../core/postures.js';
 import { auditRecord } from '../store/audit.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { postureHoldsDue, postureSet, type FleetPosture, type PostureField, type PostureHold } from '../store/posture.js';
@@ -6,13 +7,6 @@ import { postureHoldsDue, postureSet, type FleetPosture, type PostureField, type
 export function offersHeldBy(p: Pick<FleetPosture, 'halted' | 'systemQuiesced' | 'quiesced'>): PostureField | null {
   return p.halted ? 'halted' : p.systemQuiesced ? 'system_quiesced' : p.quiesced ? 'quiesced' : null;
 }
-
-/** The audit action of pulling (true) or lifting (false) each posture. */
-export const POSTURE_ACTIONS: Record<PostureField, { on: string; off: string; target: string }> = {
-  quiesced: { on: 'server.quiesce', off: 'server.resume', target: 'fleet' },
-  halted: { on: 'platform.halt', off: 'platform.resume', target: 'platform' },
-  system_quiesced: { on: 'platform.quiesce', off: 'platform.resume', target: 'platform' },
-};
 
 /**
  * The leader's pass: lifts every posture whose --until has passed (by the database clock), each

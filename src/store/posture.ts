@@ -1,3 +1,4 @@
+import type { PostureField } from '../core/postures.js';
 import type { Pool, PoolClient } from './pool.js';
 
 type Db = Pool | PoolClient;
@@ -13,8 +14,7 @@ export interface PostureStory { posture: PostureField; reason: string | null; ac
  */
 export interface FleetPosture { quiesced: boolean; halted: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: Date; holds: PostureStory[] }
 
-/** The fleet_posture flag behind each posture. */
-export type PostureField = 'quiesced' | 'halted' | 'system_quiesced';
+export type { PostureField };
 export const POSTURE_FIELDS: readonly PostureField[] = ['quiesced', 'halted', 'system_quiesced'];
 
 /** One posture in force: who pulled it, why, since when, and until when (null: until resumed). */

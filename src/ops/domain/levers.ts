@@ -1,3 +1,4 @@
+import { POSTURE_VERBS, type PostureVerb } from '../../core/postures.js';
 import { adminStatusRead, type AdminStatus } from './status.js';
 import { parseUntil, postureLever, type PostureLeverResult } from './postures.js';
 import { Invalid, NotFound } from '../../errors.js';
@@ -5,25 +6,27 @@ import { auditRecord } from '../../store/audit.js';
 import { coordinationNotify } from '../../store/coordination.js';
 import { withTransaction, type Pool } from '../../store/pool.js';
 import { replicaSetQuiesced } from '../../store/replicas.js';
-import type { PostureField } from '../../store/posture.js';
 import type { OpsContext } from './context.js';
 
 export interface PostureInput { reason?: string; until?: string }
 
-const posture = (fields: PostureField[], value: boolean) => (ctx: OpsContext, p: PostureInput): Promise<PostureLeverResult> =>
-  postureLever(ctx.pool, { fields, value, reason: p.reason, until: p.until === undefined ? undefined : parseUntil(p.until), actor: ctx.actor, source: ctx.source });
+/** A posture verb from its row of POSTURE_VERBS: durable, idempotent, audited. */
+const posture = (verb: PostureVerb) => (ctx: OpsContext, p: PostureInput): Promise<PostureLeverResult> => {
+  const { fields, value } = POSTURE_VERBS[verb];
+  return postureLever(ctx.pool, { fields: [...fields], value, reason: p.reason, until: p.until === undefined ? undefined : parseUntil(p.until), actor: ctx.actor, source: ctx.source });
+};
 
-/** `admin server quiesce|resume`: no new offers fleet-wide; durable, idempotent, audited. */
-export const serverQuiesce = posture(['quiesced'], true);
-export const serverResume = posture(['quiesced'], false);
+/** `admin server quiesce|resume`: no new offers fleet-wide. */
+export const serverQuiesce = posture('serverQuiesce');
+export const serverResume = posture('serverResume');
 /** `admin platform halt`: no dispatch and the expiry sweep held. */
-export const platformHalt = posture(['halted'], true);
+export const platformHalt = posture('platformHalt');
 /** `admin platform quiesce`: no new offers, the expiry sweep keeps running. */
-export const platformQuiesce = posture(['system_quiesced'], true);
+export const platformQuiesce = posture('platformQuiesce');
 /** `admin platform resume`: lifts a halt and a system quiesce. */
-export const platformResume = posture(['halted', 'system_quiesced'], false);
+export const platformResume = posture('platformResume');
 
-export type PostureVerb = 'serverQuiesce' | 'serverResume' | 'platformHalt' | 'platformQuiesce' | 'platformResume';
+export type { PostureVerb };
 
 export interface ReplicaLeverResult {
   id: string;

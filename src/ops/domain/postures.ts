@@ -1,5 +1,5 @@
 import { parseDuration } from '../../core/duration.js';
-import { POSTURE_ACTIONS } from '../../dispatch/postures.js';
+import { POSTURE_ACTIONS } from '../../core/postures.js';
 import { Invalid } from '../../errors.js';
 import { auditRecord } from '../../store/audit.js';
 import { storeNow } from '../../store/coordination.js';
