@@ -30,11 +30,11 @@
  * each in one place; the error body is `{"error": {"code", "message"}}` everywhere.
  */
 import type { OpsContext } from './domain/context.js';
-import type { Wire } from './wire.js';
+import type { Wire } from '../core/wire.js';
 import { DOMAIN, type Verb } from './verbs.js';
 
 export type { OpsContext } from './domain/context.js';
-export type { Wire } from './wire.js';
+export type { Wire } from '../core/wire.js';
 export { DOMAIN, VERBS, type Verb, type VerbSpec } from './verbs.js';
 
 type Input<V extends Verb> = Parameters<(typeof DOMAIN)[V]> extends [OpsContext, infer P] ? P : Record<string, never>;

@@ -1,4 +1,5 @@
 import { LANE_NAMES, type LaneName } from '../../core/entry.js';
+import type { Wire } from '../../core/wire.js';
 import { verdict } from '../../core/verdict.js';
 import { drainTargetRead, fleetQueueRead, runnerLeasesRead, runnerPinsRead, type DrainTargetRow, type RunnerLeaseRow } from '../../store/fleet.js';
 import type { Pool } from '../../store/pool.js';
@@ -6,16 +7,8 @@ import type { Pool } from '../../store/pool.js';
 /** A drain names one runner (id or unique name) or a group. */
 export interface DrainTarget { runner?: string; group?: string }
 
-export interface HeldLease {
-  stepId: number;
-  runId: number;
-  step: string | null;
-  run: string | null;
-  attempt: number;
-  runner: string;
-  executing: boolean;
-  deliveredAt: string | null;
-}
+/** A lease still out on a drain target's runner, named by the runner's name. */
+export type HeldLease = Wire<Omit<RunnerLeaseRow, 'runnerId'>> & { runner: string };
 
 export interface DrainTargetJson { kind: 'runner' | 'group'; name: string; runners: Array<{ id: string; name: string }>; drained: boolean }
 

@@ -1,4 +1,5 @@
 import { parseDuration } from '../../core/duration.js';
+import type { Wire } from '../../core/wire.js';
 import { POSTURE_ACTIONS } from '../../core/postures.js';
 import { Invalid } from '../../errors.js';
 import { auditRecord } from '../../store/audit.js';
@@ -14,18 +15,12 @@ export class LeverInputError extends Invalid {
   }
 }
 
-export interface PostureHoldJson { posture: PostureField; reason: string | null; actor: string; since: string; until: string | null }
+export type PostureHoldJson = Wire<Omit<PostureHold, 'source'>>;
 
-export interface PostureJson {
-  quiesced: boolean;
-  halted: boolean;
-  systemQuiesced: boolean;
-  reason: string | null;
-  actor: string | null;
-  since: string;
+export type PostureJson = Wire<Omit<FleetPosture, 'holds'>> & {
   /** Each posture in force with who pulled it, why and until when. */
   holds: PostureHoldJson[];
-}
+};
 
 export interface PostureLeverResult {
   posture: PostureJson;

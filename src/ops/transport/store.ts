@@ -1,5 +1,5 @@
 import type { OpsContext } from '../domain/context.js';
-import { wire } from '../wire.js';
+import { wire } from '../../core/wire.js';
 import type { Ops } from '../index.js';
 import { DOMAIN, type Verb } from '../verbs.js';
 
