@@ -5,7 +5,7 @@ import { turnBatcher } from '../core/turn-batch.js';
 import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
 import type { Revocations } from '../dispatch/revocations.js';
-import { emitDispatch } from '../dispatch/events.js';
+import { emit as emitDispatch } from '../events.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
 import { stepLogAppend } from '../store/logs.js';
 import { leasesNotHeld } from '../store/lease-revoke.js';

@@ -27,7 +27,7 @@ import { claimReclaimDead, type ReclaimedClaim } from '../store/reclaim.js';
 import { replicaHeartbeat, replicaRegister, replicaStop } from '../store/replicas.js';
 import { runnerLivenessSweep, type LivenessChange } from '../store/runner-liveness.js';
 import { VERSION } from '../version.js';
-import { emitCoordination, type TickReport } from './events.js';
+import { emit as emitCoordination, type TickReport } from '../events.js';
 import { CoordinationState, OWNERSHIP_SAFETY_MS } from './state.js';
 
 /** Built-in cadences of the coordination plane (no config keys, by design). */

@@ -8,7 +8,7 @@ import type { PostureField } from '../store/posture.js';
 import { queueClaim } from '../store/queue.js';
 import { blockUnplaceable } from './blocked.js';
 import type { DispatchDeps } from './deps.js';
-import { emitDispatch } from './events.js';
+import { emit as emitDispatch } from '../events.js';
 import { offersHeldBy } from './postures.js';
 import { handBack } from './lifecycle.js';
 import { ackDeadlineMs, toOffer, type Offer } from './offers.js';

@@ -11,6 +11,7 @@ import { dispatchPass, nextPollMs, POLL_BUSY_MS, POLL_IDLE_MS } from './dispatch
 import { expireOnce } from './lifecycle.js';
 import { QueueSeen } from './queue-seen.js';
 import { WaiterRegistry } from './waiters.js';
+import { on } from '../events.js';
 
 export const EXPIRY_INTERVAL_MS = 5_000;
 
@@ -88,14 +89,14 @@ export function dispatchPlane(ctx: ServerContext, opts: DispatchFeatureOptions):
   ctx.loops.push(unblockLoop);
   kickLoop = () => loop.kick();
   ctx.loops.push(loop);
-  ctx.events.on('queue:enqueued', queueChanged);
-  ctx.events.on('lease:completed', (c: { freed: string[] }) => {
+  on(ctx.events, 'queue:enqueued', queueChanged);
+  on(ctx.events, 'lease:completed', (c) => {
     if (c.freed.length === 0) return;
     unblock.nudge(c.freed, ctx.clock.now());
     unblockLoop.kick();
   });
   // A quiesced replica answers its parked polls empty at once, so its runners fail over.
-  ctx.events.on('membership:changed', (p: { member: boolean }) => {
+  on(ctx.events, 'membership:changed', (p) => {
     if (!p.member) registry.drainAll();
   });
   const dbUrl = ctx.databaseUrl;

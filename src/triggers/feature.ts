@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { startLoop, type LoopHandle } from '../loop.js';
 import type { Feature, ServerContext } from '../context.js';
+import { on } from '../events.js';
 import { listenChannel, type Listener } from '../store/listen.js';
 import type { Pool } from '../store/pool.js';
 import { deliveriesPrune, deliveriesSettleDisabled, ticksPrune, TRIGGERS_CHANNEL } from '../store/triggers.js';
@@ -76,15 +77,13 @@ export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
     };
     const onGained = () => (transition = transition.then(start));
     const onLost = () => (transition = transition.then(stop));
-    ctx.events.on('leader:gained', onGained);
-    ctx.events.on('leader:lost', onLost);
+    const stopListening = [on(ctx.events, 'leader:gained', onGained), on(ctx.events, 'leader:lost', onLost)];
     // A lone replica (no coordination loop) leads from the start.
     if (ctx.ownership.isLeader()) onGained();
     ctx.loops.push({
       kick: () => running?.loop.kick(),
       stop: async () => {
-        ctx.events.off('leader:gained', onGained);
-        ctx.events.off('leader:lost', onLost);
+        for (const off of stopListening) off();
         await transition;
         await stop();
       },

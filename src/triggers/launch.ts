@@ -1,5 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import { cronNext, cronTicks } from '../core/cron.js';
+import { emit as emitEvent } from '../events.js';
 import { oneLine, storableText } from '../core/bounds.js';
 import { payloadSets } from '../core/triggers.js';
 import type { Logger } from '../logger.js';
@@ -215,7 +216,7 @@ function nextDue(probe: LaunchProbe): Date | null {
 }
 
 function emit(deps: LaunchDeps, report: LaunchReport): LaunchReport {
-  deps.events?.emit('launch:pass', report);
+  if (deps.events) emitEvent(deps.events, 'launch:pass', report);
   return report;
 }
 

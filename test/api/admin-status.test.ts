@@ -1,7 +1,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { opsApi } from '../../src/api/ops-routes.js';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
-import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { nextEvent } from '../../src/events.js';
 import { replicaQuiesceSet } from '../../src/ops/domain/levers.js';
 import type { AdminStatus } from '../../src/ops/domain/status.js';
 import type { ServerHandle } from '../../src/server.js';
@@ -82,7 +82,7 @@ describe('GET /api/admin/status and the replica levers', () => {
     const a = await start('dc1');
     const b = await start('dc2');
     await converged(a, 2);
-    const left = nextCoordinationEvent(b.ctx.events, 'membership:changed', (p) => !p.member);
+    const left = nextEvent(b.ctx.events, 'membership:changed', (p) => !p.member);
     const q1 = await post(a, `/api/admin/replicas/${b.ctx.replicaId}/quiesce`);
     expect(q1).toMatchObject({ status: 200, body: { id: b.ctx.replicaId, quiesced: true, changed: true } });
     expect((await post(a, `/api/admin/replicas/${b.ctx.replicaId}/quiesce`)).body.changed).toBe(false);
@@ -131,7 +131,7 @@ describe('GET /api/admin/status and the replica levers', () => {
     expect(Date.now() - resumedAt).toBeLessThan(4_000);
 
     const [leader, other] = a.ctx.ownership.isLeader() ? [a, b] : [b, a];
-    const gained = nextCoordinationEvent(other.ctx.events, 'leader:gained');
+    const gained = nextEvent(other.ctx.events, 'leader:gained');
     const stoppedAt = Date.now();
     await leader.stop();
     servers = servers.filter((s) => s !== leader);
@@ -147,7 +147,7 @@ describe('GET /api/admin/status and the replica levers', () => {
     const b = await start();
     const st = await converged(a, 2);
     const [leader, other] = st.leader!.replicaId === a.ctx.replicaId ? [a, b] : [b, a];
-    const gained = nextCoordinationEvent(other.ctx.events, 'leader:gained');
+    const gained = nextEvent(other.ctx.events, 'leader:gained');
     const stoppedAt = Date.now();
     await leader.stop();
     servers = servers.filter((s) => s !== leader);

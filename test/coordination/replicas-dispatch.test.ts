@@ -1,7 +1,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { opsApi } from '../../src/api/ops-routes.js';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
-import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { nextEvent } from '../../src/events.js';
 import { shardOf } from '../../src/core/fnv.js';
 import { shardsOf } from '../../src/core/rendezvous.js';
 import { dispatchFeature } from '../../src/api/dispatch-feature.js';
@@ -40,7 +40,7 @@ describe('replicas sharing one queue (in process)', () => {
     servers.push(...started);
     const ids = started.map((s) => s.ctx.replicaId);
     // Settled: every replica has ticked with the whole fleet in view and holds exactly its rendezvous shards.
-    await Promise.all(started.map((s) => nextCoordinationEvent(s.ctx.events, 'coordination:tick', (t) => t.live.length === started.length)));
+    await Promise.all(started.map((s) => nextEvent(s.ctx.events, 'coordination:tick', (t) => t.live.length === started.length)));
     await waitFor(() => started.every((s) => JSON.stringify(s.ctx.ownership.owned()) === JSON.stringify(shardsOf(s.ctx.replicaId, ids))), {
       what: 'the rendezvous assignment in place',
     });
@@ -77,7 +77,7 @@ describe('replicas sharing one queue (in process)', () => {
     const started = Date.now();
     const parked = runner.acquire({ wait_ms: 20_000 });
     await waitFor(() => b.ctx.dispatch!.registry.size === 1, { what: 'the poll parked' });
-    const left = nextCoordinationEvent(b.ctx.events, 'membership:changed');
+    const left = nextEvent(b.ctx.events, 'membership:changed');
     await replicaSetQuiesced(db.current.pool, { id: b.ctx.replicaId, quiesced: true });
     await left;
     expect((await parked).status).toBe(204);
@@ -126,7 +126,7 @@ describe('replicas sharing one queue (in process)', () => {
     // The replica dies without a word: its heartbeat stops (written into the past) and its loops with it.
     await Promise.all(a.ctx.loops.map((l) => l.stop()));
     await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '20 seconds' WHERE id = $1`, [a.ctx.replicaId]);
-    const tick = await nextCoordinationEvent(b.ctx.events, 'coordination:tick', (t) => t.reclaimed.length > 0);
+    const tick = await nextEvent(b.ctx.events, 'coordination:tick', (t) => t.reclaimed.length > 0);
     expect(tick.reclaimed).toMatchObject([{ stepId: stepIds[0], exposed: true, attempt: 1, requeuedAttempt: 2 }]);
     const late = new TestRunner(b.url);
     late.credential = runner.credential;

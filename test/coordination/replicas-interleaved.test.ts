@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
-import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { nextEvent } from '../../src/events.js';
 import { shardsOf } from '../../src/core/rendezvous.js';
 import { dispatchFeature } from '../../src/api/dispatch-feature.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
@@ -42,7 +42,7 @@ describe('three replicas completing interleaved steps of the same runs', () => {
     const registration = (await tokenCreate(pool, { kind: 'registration', name: 't' })).secret;
     servers.push(...(await Promise.all([0, 1, 2].map(() => startTestServer(db.current.url, { features: features() })))));
     const ids = servers.map((s) => s.ctx.replicaId);
-    await Promise.all(servers.map((s) => nextCoordinationEvent(s.ctx.events, 'coordination:tick', (t) => t.live.length === 3)));
+    await Promise.all(servers.map((s) => nextEvent(s.ctx.events, 'coordination:tick', (t) => t.live.length === 3)));
     await waitFor(() => servers.every((s) => JSON.stringify(s.ctx.ownership.owned()) === JSON.stringify(shardsOf(s.ctx.replicaId, ids))), { what: 'the rendezvous assignment in place' });
 
     const runs = await runSubmitMany(pool, Array.from({ length: 24 }, (_, i) => runFileLoad(run(i))), { actor: 'test' });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { coordinationFeature } from '../../src/coordination/coordinator.js';
-import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { nextEvent } from '../../src/events.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
 import type { ServerHandle } from '../../src/server.js';
@@ -32,7 +32,7 @@ describe('the launch loop in a replica', () => {
     const passesOnB: LaunchReport[] = [];
     a.ctx.events.on('launch:pass', (r: LaunchReport) => sleeps.push(r.sleepMs));
     b.ctx.events.on('launch:pass', (r: LaunchReport) => passesOnB.push(r));
-    await nextCoordinationEvent(b.ctx.events, 'coordination:tick', (t) => !t.leader);
+    await nextEvent(b.ctx.events, 'coordination:tick', (t) => !t.leader);
 
     await templatePut(b.ctx.pool, { text: TEMPLATE('t'), actor: 'test' });
     const shot = await oneShotAdd(b.ctx.pool, { template: 't', at: 'now', actor: 'test' });
