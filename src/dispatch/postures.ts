@@ -1,7 +1,7 @@
 import { POSTURE_ACTIONS } from '../core/postures.js';
 import { auditRecord } from '../store/audit.js';
 import { withTransaction, type Pool } from '../store/pool.js';
-import { postureHoldsDue, postureSet, type FleetPosture, type PostureField, type PostureHold } from '../store/posture.js';
+import { posturesDueToLift, postureSet, type FleetPosture, type PostureField, type PostureInForce } from '../store/posture.js';
 
 /** The posture that holds every offer now, the most severe first; null when offers flow. */
 export function offersHeldBy(p: Pick<FleetPosture, 'halted' | 'systemQuiesced' | 'quiesced'>): PostureField | null {
@@ -13,9 +13,9 @@ export function offersHeldBy(p: Pick<FleetPosture, 'halted' | 'systemQuiesced' |
  * audited as its resume with the leader as actor and who pulled it in the detail. Returns what
  * it lifted.
  */
-export async function postureExpireOnce(pool: Pool, p: { actor: string }): Promise<PostureHold[]> {
+export async function postureExpireOnce(pool: Pool, p: { actor: string }): Promise<PostureInForce[]> {
   return withTransaction(pool, async (client) => {
-    const due = await postureHoldsDue(client);
+    const due = await posturesDueToLift(client);
     for (const h of due) {
       const r = await postureSet(client, { field: h.posture, value: false, reason: `until ${h.until!.toISOString()} passed`, actor: p.actor });
       if (!r.changed) continue;

@@ -1,20 +1,20 @@
 import type { Clock } from '../clock.js';
 import { TimedOut } from '../errors.js';
-import type { HeldLease } from './domain/drain.js';
+import type { OutstandingLease } from './domain/drain.js';
 
 /** `--wait` ran out of time: the leases still out when it gave up. */
 export class DrainWaitTimeout extends TimedOut {
-  constructor(readonly waitedMs: number, readonly remaining: HeldLease[]) {
+  constructor(readonly waitedMs: number, readonly remaining: OutstandingLease[]) {
     super(`timed out after ${Math.round(waitedMs / 1000)}s: ${remaining.length} lease${remaining.length === 1 ? '' : 's'} still out (${remaining.map(leaseText).join('; ')})`);
     this.name = 'DrainWaitTimeout';
   }
 }
 
-export const leaseText = (l: HeldLease) => `run ${l.runId}${l.run ? ` (${l.run})` : ''} step ${l.step ?? l.stepId} attempt ${l.attempt} on ${l.runner}`;
+export const leaseText = (l: OutstandingLease) => `run ${l.runId}${l.run ? ` (${l.run})` : ''} step ${l.step ?? l.stepId} attempt ${l.attempt} on ${l.runner}`;
 
 export interface DrainWaitResult {
   /** Every lease the wait saw out, in the order first seen. */
-  waitedFor: HeldLease[];
+  waitedFor: OutstandingLease[];
   waitedMs: number;
 }
 
@@ -24,12 +24,12 @@ export interface DrainWaitResult {
  * `timeoutMs` passes first. Transport-agnostic: `read` is a store read or an HTTP call.
  */
 export async function drainWait(
-  read: () => Promise<HeldLease[]>,
-  opts: { timeoutMs: number; clock: Clock; pollMs?: number; onChange?: (still: HeldLease[], finished: HeldLease[]) => void; signal?: AbortSignal },
+  read: () => Promise<OutstandingLease[]>,
+  opts: { timeoutMs: number; clock: Clock; pollMs?: number; onChange?: (still: OutstandingLease[], finished: OutstandingLease[]) => void; signal?: AbortSignal },
 ): Promise<DrainWaitResult> {
   const start = opts.clock.now();
-  const seen = new Map<number, HeldLease>();
-  let last = new Map<number, HeldLease>();
+  const seen = new Map<number, OutstandingLease>();
+  let last = new Map<number, OutstandingLease>();
   for (;;) {
     const now = await read();
     const current = new Map(now.map((l) => [l.stepId, l]));

@@ -5,7 +5,7 @@ import { RUN_STATUSES } from '../store/runs.js';
 import { adminAudit } from './domain/audit.js';
 import { fleetDemand, fleetWhatIf } from './domain/capacity.js';
 import { adminQueue, ADMIN_QUEUE_MAX_LIMIT, fleetRunners } from './domain/console.js';
-import { fleetDrain, fleetDrainHeld, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './domain/fleet.js';
+import { fleetDrain, fleetDrainOutstanding, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './domain/fleet.js';
 import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './domain/levers.js';
 import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './domain/policy.js';
 import { runsCancel, runsList, runsLogs, runsRetry, runsShow, runsSubmit } from './domain/runs.js';
@@ -41,7 +41,7 @@ export const DOMAIN = {
   fleetDrain,
   fleetUndrain,
   fleetDrainPreview,
-  fleetDrainHeld,
+  fleetDrainOutstanding,
   fleetRunnersRemove,
   fleetQueue,
   fleetDemand,
@@ -149,7 +149,7 @@ export const VERBS: Record<Verb, VerbSpec> = {
   fleetDrain: { method: 'POST', path: '/api/fleet/drain', scope: 'levers', fields: drain },
   fleetUndrain: { method: 'POST', path: '/api/fleet/undrain', scope: 'levers', fields: drain },
   fleetDrainPreview: { method: 'GET', path: '/api/fleet/drain/preview', scope: 'read', fields: { runner: text(), group: text() } },
-  fleetDrainHeld: { method: 'GET', path: '/api/fleet/drain/held', scope: 'read', fields: { runner: text(), group: text() } },
+  fleetDrainOutstanding: { method: 'GET', path: '/api/fleet/drain/held', scope: 'read', fields: { runner: text(), group: text() } },
   fleetRunnersRemove: { method: 'POST', path: '/api/fleet/runners/:runner/remove', scope: 'admin', fields: { runner: text(), reason }, required: ['runner'] },
   fleetDemand: { method: 'GET', path: '/api/fleet/demand', scope: 'read', fields: { group: text(), acceptExceeding: { type: 'boolean' } } },
   fleetWhatIf: {

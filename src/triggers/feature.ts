@@ -6,7 +6,7 @@ import { on } from '../events.js';
 import { listenChannel, type Listener } from '../store/listen.js';
 import type { Pool } from '../store/pool.js';
 import { deliveriesPrune, deliveriesSettleDisabled, ticksPrune, TRIGGERS_CHANNEL } from '../store/triggers.js';
-import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce, type LaunchDeps, type LaunchTiming } from './launch.js';
+import { DEFAULT_LAUNCH_TIMING, DeferredLaunches, launchOnce, type LaunchDeps, type LaunchTiming } from './launch.js';
 
 export interface HousekeepingDeps {
   pool: Pool;
@@ -41,7 +41,7 @@ export function launchFeature(opts: LaunchFeatureOptions = {}): Feature {
   return (ctx: ServerContext) => {
     const log = ctx.log.child({ component: 'launch' });
     const timing = { ...DEFAULT_LAUNCH_TIMING, ...opts.timing };
-    const holds = new LaunchHolds();
+    const holds = new DeferredLaunches();
     const deps: LaunchDeps = { pool: ctx.pool, log, holds, timing, isLeader: () => ctx.ownership.isLeader(), events: ctx.events };
 
     let running: { loop: LoopHandle; housekeeping: LoopHandle; listener: Listener } | undefined;

@@ -57,7 +57,7 @@ interface Hold { template: string; retryAt: number; reason: string }
  * of a disabled webhook (settled by housekeeping). A finishing run of a template releases that
  * template's launches; a wake (`admin reconcile`) releases everything.
  */
-export class LaunchHolds {
+export class DeferredLaunches {
   readonly ticks = new Map<number, Hold>();
   readonly deliveries = new Map<number, number>();
 
@@ -105,7 +105,7 @@ export class LaunchHolds {
 export interface LaunchDeps {
   pool: Pool;
   log: Logger;
-  holds: LaunchHolds;
+  holds: DeferredLaunches;
   timing: LaunchTiming;
   /** Checked at the start of every pass: only the leader fires. */
   isLeader: () => boolean;

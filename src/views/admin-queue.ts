@@ -111,7 +111,7 @@ export interface TriggersQueueView {
   };
 }
 
-export type PostureHoldView = Wire<PostureStory>;
+export type PostureInForceView = Wire<PostureStory>;
 
 /** The aggregate queue view: `opschain admin queue --json`, `GET /api/admin/queue`, each NDJSON line of `--watch`. */
 export interface AdminQueueView {
@@ -120,7 +120,7 @@ export interface AdminQueueView {
    * reason/actor: of the posture holding offers now (the most severe); `holds`: each posture in
    * force with its own reason, actor and time, most severe first (absent from servers before it).
    */
-  postures: Wire<Omit<FleetPosture, 'holds'>> & { holds?: PostureHoldView[]; drains: DrainView[] };
+  postures: Wire<Omit<FleetPosture, 'holds'>> & { holds?: PostureInForceView[]; drains: DrainView[] };
   lanes: LaneView[];
   /** Per-lane counts are exact below this many ready entries and estimates beyond. */
   exactBound: number;
@@ -390,7 +390,7 @@ export function postureBanners(v: AdminQueueView): Array<{ text: string; tone: T
   const out: Array<{ text: string; tone: Tone }> = [];
   const p = v.postures;
   // Each banner tells its own posture's story; the shared reason only when a server sent no stories.
-  const story = (posture: PostureHoldView['posture']) => {
+  const story = (posture: PostureInForceView['posture']) => {
     const h = p.holds?.find((x) => x.posture === posture);
     if (!h) return `${p.reason ? `: ${p.reason}` : ''}${p.actor ? ` (${p.actor})` : ''}`;
     return `${h.reason ? `: ${h.reason}` : ''} (${h.actor} since ${h.since})`;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
-import type { HeldLease } from '../../src/ops/domain/drain.js';
+import type { OutstandingLease } from '../../src/ops/domain/drain.js';
 import { drainWait, DrainWaitTimeout } from '../../src/ops/drain-wait.js';
 
 /** A clock that moves only when the loop sleeps: each pass of the wait is one tick. */
@@ -17,7 +17,7 @@ function fakeClock(): Clock & { slept: number[] } {
   };
 }
 
-const lease = (stepId: number): HeldLease => ({ stepId, runId: 1, step: `s${stepId}`, run: 'r', attempt: 1, runner: 'build-7', executing: true, deliveredAt: null });
+const lease = (stepId: number): OutstandingLease => ({ stepId, runId: 1, step: `s${stepId}`, run: 'r', attempt: 1, runner: 'build-7', executing: true, deliveredAt: null });
 
 describe('drainWait, tick by tick', () => {
   it('returns once nothing is held, telling each change and every lease it waited for', async () => {

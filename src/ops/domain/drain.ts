@@ -8,7 +8,7 @@ import type { Pool } from '../../store/pool.js';
 export interface DrainTarget { runner?: string; group?: string }
 
 /** A lease still out on a drain target's runner, named by the runner's name. */
-export type HeldLease = Wire<Omit<RunnerLeaseRow, 'runnerId'>> & { runner: string };
+export type OutstandingLease = Wire<Omit<RunnerLeaseRow, 'runnerId'>> & { runner: string };
 
 export interface DrainTargetJson { kind: 'runner' | 'group'; name: string; runners: Array<{ id: string; name: string }>; drained: boolean }
 
@@ -17,7 +17,7 @@ export interface DrainPreview {
   dryRun: true;
   target: DrainTargetJson;
   /** Leases still out on the target's runners: a `--wait` waits for these. */
-  leases: HeldLease[];
+  leases: OutstandingLease[];
   /** Run-scoped runs pinned to the target's runners: their remaining steps wait for the drain to be lifted. */
   pinnedRuns: Array<{ runId: number; run: string | null; runner: string; queued: number }>;
   /** Ready entries that no undrained runner could take once the target is drained. */
@@ -27,7 +27,7 @@ export interface DrainPreview {
   readyTotal: number;
 }
 
-const held = (runners: DrainTargetRow['runners'], l: RunnerLeaseRow): HeldLease => ({
+const held = (runners: DrainTargetRow['runners'], l: RunnerLeaseRow): OutstandingLease => ({
   stepId: l.stepId,
   runId: l.runId,
   step: l.step,
@@ -39,7 +39,7 @@ const held = (runners: DrainTargetRow['runners'], l: RunnerLeaseRow): HeldLease 
 });
 
 /** The leases still out on a drain target's runners (an unknown target throws NotFound). */
-export async function drainHeld(pool: Pool, target: DrainTarget): Promise<{ target: DrainTargetJson; leases: HeldLease[] }> {
+export async function drainOutstanding(pool: Pool, target: DrainTarget): Promise<{ target: DrainTargetJson; leases: OutstandingLease[] }> {
   const t = await drainTargetRead(pool, target);
   const leases = await runnerLeasesRead(pool, t.runners.map((r) => r.id));
   return { target: t, leases: leases.map((l) => held(t.runners, l)) };

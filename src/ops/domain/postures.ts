@@ -5,7 +5,7 @@ import { Invalid } from '../../errors.js';
 import { auditRecord } from '../../store/audit.js';
 import { storeNow } from '../../store/coordination.js';
 import { withTransaction, type Pool, type PoolClient } from '../../store/pool.js';
-import { postureHoldsRead, postureRead, postureSet, type FleetPosture, type PostureField, type PostureHold } from '../../store/posture.js';
+import { posturesInForceRead, postureRead, postureSet, type FleetPosture, type PostureField, type PostureInForce } from '../../store/posture.js';
 
 /** Bad input to a lever: nothing was written. */
 export class LeverInputError extends Invalid {
@@ -15,11 +15,11 @@ export class LeverInputError extends Invalid {
   }
 }
 
-export type PostureHoldJson = Wire<Omit<PostureHold, 'source'>>;
+export type PostureInForceJson = Wire<Omit<PostureInForce, 'source'>>;
 
 export type PostureJson = Wire<Omit<FleetPosture, 'holds'>> & {
   /** Each posture in force with who pulled it, why and until when. */
-  holds: PostureHoldJson[];
+  holds: PostureInForceJson[];
 };
 
 export interface PostureLeverResult {
@@ -115,7 +115,7 @@ export async function postureStatus(db: Pool | PoolClient): Promise<PostureJson>
 }
 
 async function postureJson(db: Pool | PoolClient, p: FleetPosture): Promise<PostureJson> {
-  const holds = await postureHoldsRead(db);
+  const holds = await posturesInForceRead(db);
   return {
     quiesced: p.quiesced,
     halted: p.halted,
@@ -123,9 +123,9 @@ async function postureJson(db: Pool | PoolClient, p: FleetPosture): Promise<Post
     reason: p.reason,
     actor: p.actor,
     since: p.since.toISOString(),
-    holds: holds.map(holdJson),
+    holds: holds.map(inForceJson),
   };
 }
 
-export const holdJson = (h: PostureHold): PostureHoldJson => ({ posture: h.posture, reason: h.reason, actor: h.actor, since: h.since.toISOString(), until: h.until?.toISOString() ?? null });
+export const inForceJson = (h: PostureInForce): PostureInForceJson => ({ posture: h.posture, reason: h.reason, actor: h.actor, since: h.since.toISOString(), until: h.until?.toISOString() ?? null });
 
