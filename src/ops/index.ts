@@ -6,8 +6,8 @@
  *
  * Two halves: `domain/` is the server side (every verb and read model over the store, what an
  * HTTP route runs); `transport/` is the client side (`store.ts` calls the domain in-process,
- * `http.ts` calls a server). `verbs.ts` is the one table both serve; `wire.ts` the form answers
- * take between them.
+ * `http.ts` calls a server). `verbs.ts` is the one table both serve; `Wire<T>` (src/core/wire.ts)
+ * the form answers take between them. `follow.ts` and `drain-wait.ts` are client loops over `Ops`.
  *
  * ## How to add a verb
  *
