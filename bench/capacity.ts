@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import { fleetDemand, fleetWhatIf } from '../src/ops/capacity.js';
-import type { OpsContext } from '../src/ops/context.js';
+import { fleetDemand, fleetWhatIf } from '../src/ops/domain/capacity.js';
+import type { OpsContext } from '../src/ops/domain/context.js';
 import { migrate } from '../src/store/migrate.js';
 import { createPool, type Pool } from '../src/store/pool.js';
 import type { BenchEnv } from './opschain.js';

@@ -1,6 +1,6 @@
 import type { Deployment, BenchEnv } from './opschain.js';
 import { figure, percentile, type Figure } from './stats.js';
-import { oneShotAdd, templatePut } from '../src/triggers/manage.js';
+import { oneShotAdd, templatePut } from '../src/ops/domain/trigger-definitions.js';
 import type { Pool } from '../src/store/pool.js';
 
 const TEMPLATE = 'name: bench-trigger\nsteps:\n  noop:\n    run: "true"\n';

@@ -151,6 +151,18 @@ function flatten(obj: unknown, prefix: string, out: Map<string, unknown>): void 
   }
 }
 
+/**
+ * One key read from the environment alone, parsed as the server parses it (a bad value is a
+ * ConfigError naming the key); its default when unset. What a CLI verb on the store transport
+ * uses to judge as the servers do.
+ */
+export function configFromEnv<F extends keyof ServerConfig>(field: F, env: NodeJS.ProcessEnv = process.env): ServerConfig[F] {
+  const spec = CONFIG_KEYS.find((s) => s.field === field);
+  if (!spec) throw new Error(`no config key for ${String(field)}`);
+  const raw = env[spec.env];
+  return (raw === undefined || raw === '' ? spec.default : coerce(spec, raw)) as ServerConfig[F];
+}
+
 export interface ConfigSources {
   /** Values given as flags, keyed by file path (`lease_ttl`); undefined entries are ignored. */
   flags?: Record<string, unknown>;

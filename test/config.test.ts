@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, redactUrl, tracingSettings } from '../src/config.js';
+import { ConfigError, configFromEnv, loadConfig, redactUrl, tracingSettings } from '../src/config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'opschain-config-'));
 const file = (name: string, text: string) => {
@@ -117,5 +117,21 @@ describe('tracing settings', () => {
   ])('refuses %j, naming the key', (env, why) => {
     expect(() => loadConfig({ env })).toThrow(ConfigError);
     expect(() => loadConfig({ env })).toThrow(why);
+  });
+});
+
+describe('configFromEnv', () => {
+  it('reads one key from the environment as the server parses it, its default when unset', () => {
+    expect(configFromEnv('acceptExceeding', {})).toBe(true);
+    expect(configFromEnv('acceptExceeding', { OPSCHAIN_ACCEPT_EXCEEDING: 'false' })).toBe(false);
+    expect(configFromEnv('acceptExceeding', { OPSCHAIN_ACCEPT_EXCEEDING: '0' })).toBe(false);
+    expect(configFromEnv('acceptExceeding', { OPSCHAIN_ACCEPT_EXCEEDING: 'true' })).toBe(true);
+    // The server's own reading agrees, whatever the value.
+    for (const v of ['false', '0', 'true', '1']) expect(configFromEnv('acceptExceeding', { OPSCHAIN_ACCEPT_EXCEEDING: v })).toBe(loadConfig({ env: { OPSCHAIN_ACCEPT_EXCEEDING: v } }).acceptExceeding);
+  });
+
+  it('refuses a bad value naming the key', () => {
+    expect(() => configFromEnv('acceptExceeding', { OPSCHAIN_ACCEPT_EXCEEDING: 'maybe' })).toThrow(ConfigError);
+    expect(() => configFromEnv('acceptExceeding', { OPSCHAIN_ACCEPT_EXCEEDING: 'maybe' })).toThrow(/dispatch\.accept_exceeding/);
   });
 });

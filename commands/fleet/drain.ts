@@ -1,7 +1,7 @@
 import { Args, Flags } from '@oclif/core';
 import { OpsCommand } from '../../src/cli/base.js';
 import { describeDrain, describePreview, drainWaitLeases, parseTimeout } from '../../src/cli/drain.js';
-import { leaseText, type DrainWaitResult } from '../../src/dispatch/drain-wait.js';
+import { leaseText, type DrainWaitResult } from '../../src/ops/drain-wait.js';
 import type { OpsOutput } from '../../src/ops/index.js';
 
 export default class FleetDrain extends OpsCommand<typeof FleetDrain> {

@@ -1,6 +1,6 @@
 import { OpsCommand } from '../../src/cli/base.js';
 import { table as textTable } from '../../src/cli/render.js';
-import type { TemplateView } from '../../src/triggers/manage.js';
+import type { TemplateView } from '../../src/ops/domain/trigger-definitions.js';
 import { TEMPLATE_HEAD, templateRows } from '../../src/views/triggers.js';
 
 export default class TemplatesList extends OpsCommand<typeof TemplatesList> {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Args, Flags } from '@oclif/core';
 import { OpsCommand } from '../../src/cli/base.js';
 import { UserError } from '../../src/cli/errors.js';
-import type { TemplateView } from '../../src/triggers/manage.js';
+import type { TemplateView } from '../../src/ops/domain/trigger-definitions.js';
 
 export default class TemplatesPut extends OpsCommand<typeof TemplatesPut> {
   static override args = { file: Args.string({ description: 'the run file (YAML or JSON); - reads it from stdin', required: true }) };

@@ -1,6 +1,6 @@
 import { Args, Flags } from '@oclif/core';
 import { OpsCommand } from '../../src/cli/base.js';
-import type { TemplateDetail } from '../../src/triggers/manage.js';
+import type { TemplateDetail } from '../../src/ops/domain/trigger-definitions.js';
 
 export default class TemplatesShow extends OpsCommand<typeof TemplatesShow> {
   static override args = { name: Args.string({ description: 'template name', required: true }) };

@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core';
 import { OpsCommand } from '../../src/cli/base.js';
-import { parseTriggerId, type TriggerView } from '../../src/triggers/manage.js';
+import { parseTriggerId, type TriggerView } from '../../src/ops/domain/trigger-definitions.js';
 
 export default class TriggersEnable extends OpsCommand<typeof TriggersEnable> {
   static override args = { id: Args.string({ description: 'trigger id', required: true }) };

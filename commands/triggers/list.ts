@@ -1,6 +1,6 @@
 import { OpsCommand } from '../../src/cli/base.js';
 import { table as textTable } from '../../src/cli/render.js';
-import type { TriggerView } from '../../src/triggers/manage.js';
+import type { TriggerView } from '../../src/ops/domain/trigger-definitions.js';
 import { TRIGGER_HEAD, triggerRows } from '../../src/views/triggers.js';
 
 export default class TriggersList extends OpsCommand<typeof TriggersList> {

@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core';
 import { OpsCommand } from '../../src/cli/base.js';
-import { parseTriggerId } from '../../src/triggers/manage.js';
+import { parseTriggerId } from '../../src/ops/domain/trigger-definitions.js';
 
 export default class TriggersRemove extends OpsCommand<typeof TriggersRemove> {
   static override args = { id: Args.string({ description: 'trigger id', required: true }) };

@@ -1,7 +1,7 @@
 import { Args, Flags } from '@oclif/core';
 import { OpsCommand } from '../../src/cli/base.js';
 import { table as textTable } from '../../src/cli/render.js';
-import { parseTriggerId, type TickView, type TriggerView } from '../../src/triggers/manage.js';
+import { parseTriggerId, type TickView, type TriggerView } from '../../src/ops/domain/trigger-definitions.js';
 import { TICK_HEAD, tickRows, triggerWhen, webhookOwner } from '../../src/views/triggers.js';
 
 export default class TriggersShow extends OpsCommand<typeof TriggersShow> {

@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { DEMAND_REASONS, demandOf } from '../core/capacity.js';
 import { LANE_NAMES, SHARD_COUNT } from '../core/entry.js';
-import { onDispatch } from '../dispatch/events.js';
+import { on } from '../events.js';
 import { LEASE_VACUUM_EVERY } from '../dispatch/group-commit.js';
 import type { FastifyInstance } from 'fastify';
 import type { ReplicaEnv, ShardOwnership } from '../context.js';
@@ -155,18 +155,18 @@ export function registerMetrics(app: FastifyInstance, env: ReplicaEnv, sources: 
   const m = new OpschainMetrics(opts);
   poolObserve(ctx.pool, (seconds, err) => m.storeQuery(seconds, err));
   const ev = ctx.events;
-  onDispatch(ev, 'acquire:answered', (p) => m.acquireOutcomes.inc({ outcome: p.outcome }));
-  onDispatch(ev, 'lease:fenced', (p) => {
+  on(ev, 'acquire:answered', (p) => m.acquireOutcomes.inc({ outcome: p.outcome }));
+  on(ev, 'lease:fenced', (p) => {
     m.acquireOutcomes.inc({ outcome: 'fenced' }, p.count);
     m.leaseFenced.inc({ call: p.call }, p.count);
   });
-  onDispatch(ev, 'dispatch:delivered', (p) => {
+  on(ev, 'dispatch:delivered', (p) => {
     for (const w of p.waits) m.deliveryWait.observe({ lane: laneName(w.lane) }, w.seconds);
   });
-  onDispatch(ev, 'lease:finished', (p) => {
+  on(ev, 'lease:finished', (p) => {
     for (const [status, n] of Object.entries(p.statuses)) if (n > 0) m.completions.inc({ status }, n);
   });
-  onDispatch(ev, 'lease:expired', (p) => {
+  on(ev, 'lease:expired', (p) => {
     if (p.lost > 0) {
       m.expiries.inc({ reason: 'runner_lost' }, p.lost);
       m.completions.inc({ status: 'system_error' }, p.lost);
@@ -174,7 +174,7 @@ export function registerMetrics(app: FastifyInstance, env: ReplicaEnv, sources: 
     if (p.requeued > 0) m.expiries.inc({ reason: 'ack_deadline' }, p.requeued);
     if (p.returned > 0) m.expiries.inc({ reason: 'claim_expired' }, p.returned);
   });
-  onDispatch(ev, 'lease:vacuumed', (p) => m.leaseVacuums.inc({ outcome: p.outcome }));
+  on(ev, 'lease:vacuumed', (p) => m.leaseVacuums.inc({ outcome: p.outcome }));
   app.addHook('onResponse', async (req, reply) => {
     m.httpRequests.inc({ method: req.method, route: req.routeOptions?.url ?? 'unmatched', status: String(reply.statusCode) });
   });

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { parseTraceParent } from '../core/trace-ids.js';
 import { Invalid } from '../errors.js';
-import type { OpsContext } from '../ops/context.js';
+import type { OpsContext } from '../ops/domain/context.js';
 import { DOMAIN, pathParams, VERBS, type FieldSchema, type Verb, type VerbSpec } from '../ops/verbs.js';
 import type { FastifyInstance } from 'fastify';
 import type { ReplicaEnv } from '../context.js';

@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js';
 import { turnBatcher } from '../core/turn-batch.js';
 import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
-import { emitDispatch } from '../dispatch/events.js';
+import { emit as emitDispatch } from '../events.js';
 import { ackLeases, checkLease, completeLeases, FENCED, releaseLeases, renewLeases } from '../dispatch/lifecycle.js';
 import { RegistrationService } from '../dispatch/registration.js';
 import type { Revocations } from '../dispatch/revocations.js';

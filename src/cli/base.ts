@@ -170,11 +170,11 @@ export abstract class OpsCommand<T extends typeof Command> extends BaseCommand<T
       if (!/^https?:\/\/[^\s/]+/.test(server)) throw new Invalid(`--server ${server}: expected a URL like http://opschain.internal:7420`, 'usage');
       // The local admin token goes only to the local server; reading it writes nothing in the home.
       const local = readServerRecord(this.home)?.url === server ? this.localSecret('admin') : undefined;
-      const { httpOps } = await import('../ops/http-transport.js');
+      const { httpOps } = await import('../ops/transport/http.js');
       this.transport = httpOps({ server, token: this.flags.token || local });
     } else {
-      const { storeOps } = await import('../ops/store-transport.js');
-      this.transport = storeOps({ pool: await this.store(), actor: `cli:${cliActor()}`, source: 'cli', acceptExceeding: process.env.OPSCHAIN_ACCEPT_EXCEEDING !== 'false' });
+      const [{ storeOps }, { configFromEnv }] = await Promise.all([import('../ops/transport/store.js'), import('../config.js')]);
+      this.transport = storeOps({ pool: await this.store(), actor: `cli:${cliActor()}`, source: 'cli', acceptExceeding: configFromEnv('acceptExceeding') });
     }
     return this.transport;
   }

@@ -1,6 +1,7 @@
 import { systemClock } from '../clock.js';
 import { parseDuration } from '../core/duration.js';
-import { drainWait, leaseText, type DrainPreview, type DrainTarget, type DrainWaitResult, type HeldLease } from '../dispatch/drain-wait.js';
+import type { DrainPreview, DrainTarget, OutstandingLease } from '../ops/domain/drain.js';
+import { drainWait, leaseText, type DrainWaitResult } from '../ops/drain-wait.js';
 import { Invalid } from '../errors.js';
 import type { Ops, Wire } from '../ops/index.js';
 import type { DrainResult } from '../store/fleet.js';
@@ -17,8 +18,8 @@ export function parseTimeout(text: string | undefined): number {
  * `fleet drain --wait`: until the target's runners hold no lease, through either transport; exit 6
  * (TimedOut) when the timeout passes first.
  */
-export async function drainWaitLeases(ops: Ops, p: DrainTarget & { timeoutMs: number; onChange?: (still: HeldLease[], finished: HeldLease[]) => void }): Promise<DrainWaitResult> {
-  return drainWait(async () => (await ops.fleetDrainHeld({ runner: p.runner, group: p.group })).leases as HeldLease[], { timeoutMs: p.timeoutMs, clock: systemClock, pollMs: 500, onChange: p.onChange });
+export async function drainWaitLeases(ops: Ops, p: DrainTarget & { timeoutMs: number; onChange?: (still: OutstandingLease[], finished: OutstandingLease[]) => void }): Promise<DrainWaitResult> {
+  return drainWait(async () => (await ops.fleetDrainOutstanding({ runner: p.runner, group: p.group })).leases as OutstandingLease[], { timeoutMs: p.timeoutMs, clock: systemClock, pollMs: 500, onChange: p.onChange });
 }
 
 export function describeDrain(r: DrainResult): string {
@@ -36,7 +37,7 @@ export function describePreview(p: Wire<DrainPreview>): string[] {
     lines.push(`${title}: ${items.length === 0 ? 'none' : items.length}`);
     for (const x of items) lines.push(`  ${text(x)}`);
   };
-  section('leases still out (--wait waits for these)', p.leases as HeldLease[], leaseText);
+  section('leases still out (--wait waits for these)', p.leases as OutstandingLease[], leaseText);
   section('pinned runs that will wait', p.pinnedRuns, (r) => `run ${r.runId}${r.run ? ` (${r.run})` : ''} pinned to ${r.runner}, ${r.queued} step${r.queued === 1 ? '' : 's'} queued`);
   section('queued entries left with no eligible runner', p.stranded, (e) => `step ${e.stepId} of run ${e.runId} [${e.lane}]: ${e.reason}`);
   if (p.examined < p.readyTotal) lines.push(`(the first ${p.examined} of ${p.readyTotal} ready entries examined)`);

@@ -30,7 +30,7 @@ import { replicaHeartbeat, replicaRegister, replicaStop } from '../store/replica
 import { runnerLivenessSweep, type LivenessChange } from '../store/runner-liveness.js';
 import { VERSION } from '../version.js';
 import { LeaderDuties, type LeaderDuty } from './duties.js';
-import { emitCoordination, type TickReport } from './events.js';
+import { emit as emitCoordination, type TickReport } from '../events.js';
 import { CoordinationState, OWNERSHIP_SAFETY_MS } from './state.js';
 
 /** Built-in cadences of the coordination plane (no config keys, by design). */

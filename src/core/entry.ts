@@ -53,7 +53,7 @@ export interface QueueEntry {
 export type Classification = Pick<QueueEntry, 'priority' | 'lane' | 'fairKey' | 'pools' | 'requirement' | 'load' | 'runScope' | 'maxParallel' | 'siteStamp'>;
 
 /** What placement reads of a runner: its own facts and its group's. */
-export interface RunnerPosture {
+export interface RunnerPlacement {
   runnerId: string;
   runnerName: string;
   group: string | null;
@@ -63,8 +63,8 @@ export interface RunnerPosture {
   exclusive: boolean;
 }
 
-/** A parked acquire call: the runner's posture as placement sees it. */
-export interface Waiter extends RunnerPosture {
+/** A parked acquire call: the runner's placement facts and its load. */
+export interface Waiter extends RunnerPlacement {
   maxLoad: number;
   /** Sum of the loads of the runner's live leases (including offers handed this tick). */
   runningLoad: number;

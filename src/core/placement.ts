@@ -1,6 +1,6 @@
-import type { PlacementRequirement, RunnerPosture } from './entry.js';
+import type { PlacementRequirement, RunnerPlacement } from './entry.js';
 
-export type { RunnerPosture } from './entry.js';
+export type { RunnerPlacement } from './entry.js';
 
 /** The operator drains in force, read once per dispatch tick. */
 export interface DrainState {
@@ -24,7 +24,7 @@ const namesGroup = (groups: string | string[], group: string): boolean => (Array
  * (256 claims over 1,000 runners is 256,000 checks), so the check alone builds no phrase and no
  * array: the phrases are for the views that explain a verdict.
  */
-function placementCheck(req: PlacementRequirement | null | undefined, r: RunnerPosture, gaps: string[] | null): boolean {
+function placementCheck(req: PlacementRequirement | null | undefined, r: RunnerPlacement, gaps: string[] | null): boolean {
   let matches = true;
   const groups = req?.group;
   if (groups !== undefined && (r.group === null || !namesGroup(groups, r.group))) {
@@ -69,18 +69,18 @@ function placementCheck(req: PlacementRequirement | null | undefined, r: RunnerP
  * `no label linux`, `location not in dc1|dc2`); empty when it matches.
  * Drain is not placement: see isDrained.
  */
-export function placementGaps(req: PlacementRequirement | null | undefined, r: RunnerPosture): string[] {
+export function placementGaps(req: PlacementRequirement | null | undefined, r: RunnerPlacement): string[] {
   const gaps: string[] = [];
   placementCheck(req, r, gaps);
   return gaps;
 }
 
 /** Whether the runner can take work with this requirement: placementGaps would be empty. */
-export function placementMatches(req: PlacementRequirement | null | undefined, r: RunnerPosture): boolean {
+export function placementMatches(req: PlacementRequirement | null | undefined, r: RunnerPlacement): boolean {
   return placementCheck(req, r, null);
 }
 
-export function isDrained(r: RunnerPosture & { drained?: boolean }, drains: DrainState = NO_DRAINS): boolean {
+export function isDrained(r: RunnerPlacement & { drained?: boolean }, drains: DrainState = NO_DRAINS): boolean {
   return r.drained === true || drains.runners.has(r.runnerId) || (r.group !== null && drains.groups.has(r.group));
 }
 

@@ -1,13 +1,13 @@
 import type { QueueEntry, Waiter } from './entry.js';
 import { chooseByLoad, type Capacity } from './load.js';
-import { isDrained, NO_DRAINS, placementMatches, type DrainState, type RunnerPosture } from './placement.js';
+import { isDrained, NO_DRAINS, placementMatches, type DrainState, type RunnerPlacement } from './placement.js';
 import { DispatchOrder, FairShare } from './stride.js';
 
 /** Limits and current holders of the pools a batch demands; a pool absent here is unlimited. */
 export type PoolState = Map<string, { limit: number; held: number }>;
 
 /** A registered runner as a tick sees it, parked or not (for "exceeds every max_load"). */
-export interface FleetRunner extends RunnerPosture {
+export interface FleetRunner extends RunnerPlacement {
   maxLoad: number;
   drained?: boolean;
   /** Why it is drained (itself or through its group), when an operator said; shown by verdicts. */

@@ -13,7 +13,7 @@ import type { EventEmitter } from 'node:events';
 import { blockUnplaceable, type RecentlyClaimable } from './blocked.js';
 import { commitDeliveries, type CommittedDeliveries } from './commit-deliveries.js';
 import type { DispatchDeps, DispatcherOptions } from './deps.js';
-import { emitDispatch } from './events.js';
+import { emit as emitDispatch } from '../events.js';
 import { LeaseGroupCommit } from './group-commit.js';
 import { handBack } from './lifecycle.js';
 import { toOffer, type Offer } from './offers.js';
@@ -405,7 +405,7 @@ export class Dispatcher implements DispatchDeps {
     }
     if (waits.length > 0) emitDispatch(this.events, 'dispatch:delivered', { waits });
     if (delivered.leases.length > 0) await this.answer(delivered.leases, delivered.details);
-    this.events.emit('dispatch:tick', result);
+    emitDispatch(this.events, 'dispatch:tick', result);
     return result;
   }
 
@@ -420,7 +420,7 @@ export class Dispatcher implements DispatchDeps {
     }
     const orphaned: DeliveredLease[] = [];
     for (const [call, { offers, leases }] of perCall) {
-      if (call.deliver(offers)) this.events.emit('lease:delivered', { runnerId: call.runner.id, offers: offers.length });
+      if (call.deliver(offers)) emitDispatch(this.events, 'lease:delivered', { runnerId: call.runner.id, offers: offers.length });
       else orphaned.push(...leases);
     }
     if (orphaned.length > 0) await handBack(this, orphaned, 'acquire call ended before the offer was sent');

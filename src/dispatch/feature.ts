@@ -12,6 +12,7 @@ import { QUEUE_CHANNEL } from '../store/queue.js';
 import { RecentlyClaimable, UnblockCadence, unblockOnce } from './blocked.js';
 import { Dispatcher, nextPollMs, POLL_IDLE_MS } from './dispatcher.js';
 import { expireOnce } from './lifecycle.js';
+import { on } from '../events.js';
 
 export const EXPIRY_INTERVAL_MS = 5_000;
 
@@ -113,9 +114,7 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
   const onMembership = (p: { member: boolean }) => {
     if (!p.member) registry.drainAll();
   };
-  env.events.on('queue:enqueued', onEnqueued);
-  env.events.on('lease:completed', onCompleted);
-  env.events.on('membership:changed', onMembership);
+  const stopListening = [on(env.events, 'queue:enqueued', onEnqueued), on(env.events, 'lease:completed', onCompleted), on(env.events, 'membership:changed', onMembership)];
   const listener = listenChannel(env.listenUrl, QUEUE_CHANNEL, () => dispatcher.queueChanged(), (err) => {
     // Notifications sent while it reconnects are lost: claim again rather than trust the last sighting.
     dispatcher.seen.changed();
@@ -134,9 +133,7 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
     stop: () =>
       (stopped ??= (async () => {
         await Promise.all(loops.map((l) => l.stop()));
-        env.events.off('queue:enqueued', onEnqueued);
-        env.events.off('lease:completed', onCompleted);
-        env.events.off('membership:changed', onMembership);
+        for (const off of stopListening) off();
         registry.drainAll();
         await listener.stop();
       })()),

@@ -4,7 +4,7 @@ import { doneByToken, heldKey, leaseAck, leaseComplete, leaseRenew, leaseTableVa
 import { withTransaction, type PoolClient } from '../store/pool.js';
 import { ChurnVacuum } from './churn-vacuum.js';
 import type { DispatchDeps } from './deps.js';
-import { emitDispatch } from './events.js';
+import { emit } from '../events.js';
 
 export interface CompletionRef extends HeldLeaseRef { exitCode: number | null; cause: string | null }
 
@@ -109,10 +109,10 @@ export class LeaseGroupCommit {
       deps.leaseVacuumEvery ?? LEASE_VACUUM_EVERY,
       async () => {
         await leaseTableVacuum(deps.pool);
-        emitDispatch(deps.events, 'lease:vacuumed', { outcome: 'ok' });
+        emit(deps.events, 'lease:vacuumed', { outcome: 'ok' });
       },
       (err) => {
-        emitDispatch(deps.events, 'lease:vacuumed', { outcome: 'failed' });
+        emit(deps.events, 'lease:vacuumed', { outcome: 'failed' });
         deps.log.warn({ err: (err as Error).message }, 'lease table vacuum failed; autovacuum remains');
       },
     );
@@ -147,8 +147,8 @@ export class LeaseGroupCommit {
 
   private settle(applied: GroupApplied): void {
     for (const [call, ok] of applied.ok) call.resolve(ok);
-    for (const c of applied.completed) this.deps.events.emit('lease:completed', c);
-    if (applied.completed.length > 0) emitDispatch(this.deps.events, 'lease:finished', { statuses: applied.statuses });
+    for (const c of applied.completed) emit(this.deps.events, 'lease:completed', c);
+    if (applied.completed.length > 0) emit(this.deps.events, 'lease:finished', { statuses: applied.statuses });
     if (applied.completed.length > 0) this.deps.kick();
     this.vacuum.deleted(applied.completed.reduce((n, c) => n + c.count, 0));
   }

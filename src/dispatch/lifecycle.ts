@@ -2,7 +2,7 @@ import { heldKey, leaseCheck, leaseExpireDue, leaseRequeueUnacked, leaseReturn, 
 import { withTransaction } from '../store/pool.js';
 import { postureRead } from '../store/posture.js';
 import type { DispatchDeps } from './deps.js';
-import { emitDispatch, type LeaseCall } from './events.js';
+import { emit, type LeaseCall } from '../events.js';
 
 export const FENCED = 'lease expired or revoked';
 export const RUNNER_LOST_CAUSE = 'runner lost: lease expired without a result';
@@ -11,7 +11,7 @@ export interface ItemResult { step_id: number; ok: boolean; status?: number; err
 
 /** Counts the fenced answers of one call for the metrics (`lease:fenced`). */
 function fenced(deps: Pick<DispatchDeps, 'events'>, call: LeaseCall, n: number): void {
-  if (n > 0) emitDispatch(deps.events, 'lease:fenced', { call, count: n });
+  if (n > 0) emit(deps.events, 'lease:fenced', { call, count: n });
 }
 
 function results(deps: Pick<DispatchDeps, 'events'>, call: LeaseCall, items: LeaseRef[], ok: Set<number>): ItemResult[] {
@@ -117,7 +117,7 @@ export async function expireOnce(
     return { requeued: unacked.length, lost: lost.length, returned: returned.length, held: false };
   });
   if (out.lost > 0) deps.log.warn({ lost: out.lost }, 'leases expired without a result: runner_lost');
-  if (out.requeued + out.returned + out.lost > 0) emitDispatch(deps.events, 'lease:expired', { requeued: out.requeued, lost: out.lost, returned: out.returned });
+  if (out.requeued + out.returned + out.lost > 0) emit(deps.events, 'lease:expired', { requeued: out.requeued, lost: out.lost, returned: out.returned });
   if (out.requeued + out.returned + out.lost > 0) deps.queueChanged();
   return out;
 }

@@ -1,118 +1,11 @@
-import { parseDuration } from '../core/duration.js';
-import { Invalid } from '../errors.js';
+import { POSTURE_ACTIONS } from '../core/postures.js';
 import { auditRecord } from '../store/audit.js';
-import { storeNow } from '../store/coordination.js';
 import { withTransaction, type Pool } from '../store/pool.js';
-import { postureHoldsDue, postureRead, postureSet, type FleetPosture, type PostureField, type PostureHold } from '../store/posture.js';
-import { postureJson, type PostureJson } from '../store/posture-status.js';
-
-/** Bad input to a lever: nothing was written. */
-export class LeverInputError extends Invalid {
-  constructor(message: string) {
-    super(message);
-    this.name = 'LeverInputError';
-  }
-}
-
-export { holdJson, postureStatus, type PostureHoldJson, type PostureJson } from '../store/posture-status.js';
-
-export interface PostureLeverResult {
-  posture: PostureJson;
-  /** Whether any posture changed (false: it already was so; the lever is idempotent). */
-  changed: boolean;
-  /** The postures this call put in force or lifted. */
-  applied: PostureField[];
-  /** True when an already-held posture got a new --until. */
-  untilMoved?: boolean;
-}
+import { posturesDueToLift, postureSet, type FleetPosture, type PostureField, type PostureInForce } from '../store/posture.js';
 
 /** The posture that holds every offer now, the most severe first; null when offers flow. */
 export function offersHeldBy(p: Pick<FleetPosture, 'halted' | 'systemQuiesced' | 'quiesced'>): PostureField | null {
   return p.halted ? 'halted' : p.systemQuiesced ? 'system_quiesced' : p.quiesced ? 'quiesced' : null;
-}
-
-/** The audit action of pulling (true) or lifting (false) each posture. */
-export const POSTURE_ACTIONS: Record<PostureField, { on: string; off: string; target: string }> = {
-  quiesced: { on: 'server.quiesce', off: 'server.resume', target: 'fleet' },
-  halted: { on: 'platform.halt', off: 'platform.resume', target: 'platform' },
-  system_quiesced: { on: 'platform.quiesce', off: 'platform.resume', target: 'platform' },
-};
-
-/** `--until`: a duration from now (`3s`, `2h30m`) or an absolute ISO-8601 time with a zone. */
-export type Until = { afterMs: number } | { at: Date };
-
-export function parseUntil(text: string): Until {
-  const ms = parseDuration(text);
-  if (ms !== undefined) {
-    if (ms <= 0) throw new LeverInputError(`--until: expected a positive duration, got ${JSON.stringify(text)}`);
-    return { afterMs: ms };
-  }
-  if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/.test(text.trim())) {
-    const at = new Date(text.trim());
-    if (!Number.isNaN(at.getTime())) return { at };
-  }
-  throw new LeverInputError(`--until: expected a duration (30s, 2h, 1d) or an ISO time with a zone (2026-12-01T18:00:00Z), got ${JSON.stringify(text)}`);
-}
-
-/**
- * Pulls or lifts fleet-wide postures: fleet quiesce (no offers; work in flight continues),
- * platform halt (no offers, expiry sweep held) and system quiesce (no offers, expiry sweep keeps
- * running). One durable row every replica reads each tick; each change, its hold row (reason,
- * actor, until) and its audit row commit together. Lifting takes several fields at once
- * (`admin platform resume` lifts halt and system quiesce).
- */
-export async function postureLever(
-  pool: Pool,
-  p: { fields: PostureField[]; value: boolean; reason?: string; until?: Until; actor: string; source?: string },
-): Promise<PostureLeverResult> {
-  if (p.until && !p.value) throw new LeverInputError('--until: only a posture being put in force can have an expiry');
-  if (p.reason !== undefined && p.reason.length > 1000) throw new LeverInputError('--reason: at most 1000 characters');
-  return withTransaction(pool, async (client) => {
-    let until: Date | null | undefined;
-    if (p.until) {
-      const now = await storeNow(client);
-      until = 'afterMs' in p.until ? new Date(now.getTime() + p.until.afterMs) : p.until.at;
-      if (until.getTime() <= now.getTime()) throw new LeverInputError(`--until: ${until.toISOString()} is not in the future (store time ${now.toISOString()})`);
-    }
-    const applied: PostureField[] = [];
-    let untilMoved = false;
-    // One audit row per action of this call: `platform resume` lifting a halt and a system
-    // quiesce is one lever pulled, with each lifted posture's story in the row.
-    const changes = new Map<string, { target: string; postures: PostureField[]; held: Array<{ posture: PostureField; since: string | null; by: string | null; reason: string | null }> }>();
-    for (const field of p.fields) {
-      const r = await postureSet(client, { field, value: p.value, reason: p.reason ?? null, actor: p.actor, source: p.source ?? null, until });
-      const action = POSTURE_ACTIONS[field];
-      if (r.changed) {
-        applied.push(field);
-        const name = p.value ? action.on : action.off;
-        const change = changes.get(name) ?? { target: action.target, postures: [], held: [] };
-        change.postures.push(field);
-        change.held.push({ posture: field, since: r.before?.since.toISOString() ?? null, by: r.before?.actor ?? null, reason: r.before?.reason ?? null });
-        changes.set(name, change);
-      } else if (r.untilChanged) {
-        untilMoved = true;
-        await auditRecord(client, { actor: p.actor, action: `${action.on}.until`, target: action.target, source: p.source, detail: { posture: field, reason: p.reason ?? null, until: until?.toISOString() ?? null, previous_until: r.before?.until?.toISOString() ?? null } });
-      }
-    }
-    for (const [action, c] of changes) {
-      const first = c.held[0];
-      await auditRecord(client, {
-        actor: p.actor,
-        action,
-        target: c.target,
-        source: p.source,
-        detail: {
-          posture: c.postures.join(','),
-          postures: c.postures,
-          reason: p.reason ?? null,
-          until: until?.toISOString() ?? null,
-          ...(p.value ? {} : { held_since: first.since, held_by: first.by, held: c.held }),
-        },
-      });
-    }
-    const posture = await postureJson(client, await postureRead(client));
-    return { changed: applied.length > 0, applied, posture, ...(untilMoved ? { untilMoved } : {}) };
-  });
 }
 
 /**
@@ -120,9 +13,9 @@ export async function postureLever(
  * audited as its resume with the leader as actor and who pulled it in the detail. Returns what
  * it lifted.
  */
-export async function postureExpireOnce(pool: Pool, p: { actor: string }): Promise<PostureHold[]> {
+export async function postureExpireOnce(pool: Pool, p: { actor: string }): Promise<PostureInForce[]> {
   return withTransaction(pool, async (client) => {
-    const due = await postureHoldsDue(client);
+    const due = await posturesDueToLift(client);
     for (const h of due) {
       const r = await postureSet(client, { field: h.posture, value: false, reason: `until ${h.until!.toISOString()} passed`, actor: p.actor });
       if (!r.changed) continue;

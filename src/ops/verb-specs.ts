@@ -3,6 +3,7 @@
  * transport needs only this, so a CLI verb that goes through a server loads no store code.
  */
 import { INT4, LOAD_MIN, SAFE_TEXT_PATTERN } from '../core/bounds.js';
+import { POSTURE_VERBS, type PostureVerb } from '../core/postures.js';
 import { RUN_STATUSES } from '../core/run-status.js';
 import type { Scope } from '../core/tokens.js';
 
@@ -36,6 +37,8 @@ const id = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER };
 const text = (max = 200) => ({ type: 'string', minLength: 1, maxLength: max, pattern: SAFE_TEXT_PATTERN });
 const reason = { type: 'string', maxLength: 1000, pattern: SAFE_TEXT_PATTERN };
 const posture: Record<string, FieldSchema> = { reason, until: text(64) };
+/** A posture verb's route, spelt from its audit action (`platform.halt` → /api/admin/platform/halt). */
+const postureSpec = (verb: PostureVerb): VerbSpec => ({ method: 'POST', path: `/api/admin/${POSTURE_VERBS[verb].action.replace('.', '/')}`, scope: POSTURE_VERBS[verb].scope, fields: posture });
 const texts = { type: 'array', items: text(128), maxItems: 64 };
 const drain: Record<string, FieldSchema> = { runner: text(), group: text(), reason };
 
@@ -73,7 +76,7 @@ const SPECS = {
   fleetDrain: { method: 'POST', path: '/api/fleet/drain', scope: 'levers', fields: drain },
   fleetUndrain: { method: 'POST', path: '/api/fleet/undrain', scope: 'levers', fields: drain },
   fleetDrainPreview: { method: 'GET', path: '/api/fleet/drain/preview', scope: 'read', fields: { runner: text(), group: text() } },
-  fleetDrainHeld: { method: 'GET', path: '/api/fleet/drain/held', scope: 'read', fields: { runner: text(), group: text() } },
+  fleetDrainOutstanding: { method: 'GET', path: '/api/fleet/drain/held', scope: 'read', fields: { runner: text(), group: text() } },
   fleetRunnersRemove: { method: 'POST', path: '/api/fleet/runners/:runner/remove', scope: 'admin', fields: { runner: text(), reason }, required: ['runner'] },
   fleetDemand: { method: 'GET', path: '/api/fleet/demand', scope: 'read', fields: { group: text(), acceptExceeding: { type: 'boolean' } } },
   fleetWhatIf: {
@@ -133,11 +136,11 @@ const SPECS = {
     required: ['path', 'requirement'],
   },
   placementsUnbind: { method: 'POST', path: '/api/placement/unbind', scope: 'admin', fields: { path: text(1000) }, required: ['path'] },
-  serverQuiesce: { method: 'POST', path: '/api/admin/server/quiesce', scope: 'levers', fields: posture },
-  serverResume: { method: 'POST', path: '/api/admin/server/resume', scope: 'levers', fields: posture },
-  platformHalt: { method: 'POST', path: '/api/admin/platform/halt', scope: 'admin', fields: posture },
-  platformQuiesce: { method: 'POST', path: '/api/admin/platform/quiesce', scope: 'admin', fields: posture },
-  platformResume: { method: 'POST', path: '/api/admin/platform/resume', scope: 'admin', fields: posture },
+  serverQuiesce: postureSpec('serverQuiesce'),
+  serverResume: postureSpec('serverResume'),
+  platformHalt: postureSpec('platformHalt'),
+  platformQuiesce: postureSpec('platformQuiesce'),
+  platformResume: postureSpec('platformResume'),
   replicaQuiesce: { method: 'POST', path: '/api/admin/replicas/:id/quiesce', scope: 'levers', fields: { id: text() }, required: ['id'] },
   replicaResume: { method: 'POST', path: '/api/admin/replicas/:id/resume', scope: 'levers', fields: { id: text() }, required: ['id'] },
   adminAudit: { method: 'GET', path: '/api/admin/audit', scope: 'admin', fields: { since: text(64), actor: text(200), limit: { type: 'integer', minimum: 1, maximum: 10_000 } } },

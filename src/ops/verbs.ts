@@ -1,11 +1,11 @@
-import { adminAudit } from './audit.js';
-import { fleetDemand, fleetWhatIf } from './capacity.js';
-import { adminQueue, fleetRunners } from './console.js';
-import { fleetDrain, fleetDrainHeld, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './fleet.js';
-import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './levers.js';
-import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './policy.js';
-import { runsCancel, runsList, runsLogs, runsRetry, runsShow, runsSubmit } from './runs.js';
-import { tokensCreate, tokensList, tokensRevoke } from './tokens.js';
+import { adminAudit } from './domain/audit.js';
+import { fleetDemand, fleetWhatIf } from './domain/capacity.js';
+import { adminQueue, fleetRunners } from './domain/console.js';
+import { fleetDrain, fleetDrainOutstanding, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './domain/fleet.js';
+import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './domain/levers.js';
+import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './domain/policy.js';
+import { runsCancel, runsList, runsLogs, runsRetry, runsShow, runsSubmit } from './domain/runs.js';
+import { tokensCreate, tokensList, tokensRevoke } from './domain/tokens.js';
 import {
   adminReconcile,
   templatesList,
@@ -21,8 +21,8 @@ import {
   triggersShow,
   triggersWebhookAdd,
   triggersWebhookRotate,
-} from './triggers.js';
-import type { OpsContext } from './context.js';
+} from './domain/triggers.js';
+import type { OpsContext } from './domain/context.js';
 import type { Verb } from './verb-specs.js';
 
 export { ADMIN_QUEUE_MAX_LIMIT, pathParams, VERBS, type FieldSchema, type Verb, type VerbSpec } from './verb-specs.js';
@@ -41,7 +41,7 @@ export const DOMAIN = {
   fleetDrain,
   fleetUndrain,
   fleetDrainPreview,
-  fleetDrainHeld,
+  fleetDrainOutstanding,
   fleetRunnersRemove,
   fleetQueue,
   fleetDemand,

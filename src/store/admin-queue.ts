@@ -5,8 +5,9 @@ import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName } from './coordin
 import { fleetRead, scopedRunsOf, type FleetRunnerRow } from './fleet.js';
 import { triggersQueueRead, type TriggerDueRow, type WaitingLaunchRow } from './triggers.js';
 import { laneOfSql } from './lanes.js';
-import type { PoolClient, Db } from './pool.js';
+import { withSnapshot, type Db } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
+import { leasesOutstandingByRun, pinsForRuns } from './leases.js';
 import { ENTRY_COLS, mapEntry } from './queue.js';
 import { replicaList, type ReplicaRow } from './replicas.js';
 
@@ -168,8 +169,6 @@ export interface AdminQueueReadOptions {
   deliverySample?: number;
 }
 
-const isClient = (db: Db): db is PoolClient => typeof (db as PoolClient).release === 'function';
-
 /**
  * The aggregate queue view in one REPEATABLE READ, read-only snapshot (an entry is never both
  * ready and leased in one answer) and a fixed number of set-based statements whatever the
@@ -178,16 +177,12 @@ const isClient = (db: Db): db is PoolClient => typeof (db as PoolClient).release
  * runners, and a bounded head sample of ready entries for the verdict counts.
  */
 export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): Promise<AdminQueueSnapshot> {
-  const client = isClient(db) ? db : await db.connect();
   const limit = opts.limit ?? 100;
   const sampleLimit = opts.sampleLimit ?? 1_000;
   const exactBound = opts.exactBound ?? 5_000;
   const deliveryWindowMs = opts.deliveryWindowMs ?? 60_000;
   const deliverySample = opts.deliverySample ?? 5_000;
-  let began = false;
-  try {
-    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-    began = true;
+  const read = await withSnapshot(db, async (client) => {
     const depth = await queueLaneDepth(client, { bound: exactBound });
     const leases = await client.query(
       `SELECT l.step_id, l.run_id, l.attempt, l.lane, l.fair_key, l.holder, l.runner_id, l.claimed_at, l.delivered_at, l.acked_at,
@@ -241,11 +236,13 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
       [sampleLimit],
     );
     const runIds = [...new Set(sample.rows.map((r) => Number(r.run_id)))];
-    const pins = await client.query(`SELECT run_id, runner_id FROM run_pins WHERE run_id = ANY($1::bigint[])`, [runIds]);
-    const outstanding = await client.query(`SELECT run_id, count(*)::int AS n FROM step_leases WHERE run_id = ANY($1::bigint[]) GROUP BY run_id`, [runIds]);
+    // The verdict inputs of the sampled entries, read as the fleet queue reads them.
+    const pins = await pinsForRuns(client, runIds);
+    const outstandingByRun = await leasesOutstandingByRun(client, runIds);
     const triggers = await triggersQueueRead(client, { limit: 20 });
-    await client.query('COMMIT');
-    began = false;
+    return { depth, leases, leasedLanes, projects, pools, replicas, coordination, posture, drains, runners, sample, pins, outstandingByRun, triggers };
+  });
+  const { depth, leases, leasedLanes, projects, pools, replicas, coordination, posture, drains, runners, sample, pins, outstandingByRun, triggers } = read;
 
     const leaderLease = coordination.find((l) => l.name === LEADER_LEASE);
     const leasedByLane: Record<LaneId, number> = { 0: 0, 1: 0, 2: 0 };
@@ -291,16 +288,12 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
       runners,
       sample: sample.rows.map(mapEntry),
       sampleLimit,
-      pins: new Map(pins.rows.map((r) => [Number(r.run_id), r.runner_id as string])),
-      outstandingByRun: new Map(outstanding.rows.map((r) => [Number(r.run_id), r.n as number])),
+      pins,
+      outstandingByRun,
       runnerRuns: scopedRunsOf(runners),
       triggersDue: triggers.due,
       launchesWaiting: triggers.waiting,
     };
-  } finally {
-    if (began) await client.query('ROLLBACK').catch(() => {});
-    if (!isClient(db)) client.release();
-  }
 }
 
 /** Pool state of the snapshot, as the verdict ladder reads it. */

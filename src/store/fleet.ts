@@ -7,7 +7,7 @@ import { auditRecord } from './audit.js';
 import { leasesOutstandingByRun, pinsForRuns } from './leases.js';
 import { poolStateRead } from './pools.js';
 import { mapEntry } from './queue.js';
-import { storeNow, withTransaction, type Pool, type Db } from './pool.js';
+import { storeNow, withSnapshot, withTransaction, type Pool, type Db } from './pool.js';
 import { postureRead, type FleetPosture } from './posture.js';
 import { prepared } from './prepared.js';
 
@@ -236,51 +236,54 @@ export interface FleetQueueSnapshot {
 
 /** The whole queue, or (runId) one run's entries only, as `runs show` reads them. */
 export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number } = {}): Promise<FleetQueueSnapshot> {
-  const limit = p.limit ?? 1000;
-  const runId = p.runId ?? null;
-  // One run's entries are found through its steps (the queue keeps no index by run).
-  const ready =
-    runId === null
-      ? await db.query(`SELECT *, now() AS db_now, count(*) OVER () AS total FROM queue_ready ORDER BY lane, ready_at, position LIMIT $1`, [limit])
-      : await db.query(
-          `SELECT q.*, now() AS db_now, count(*) OVER () AS total FROM steps s JOIN queue_ready q ON q.step_id = s.id
-            WHERE s.run_id = $2 ORDER BY q.lane, q.ready_at, q.position LIMIT $1`,
-          [limit, runId],
-        );
-  const leased = await db.query(`SELECT * FROM step_leases WHERE $1::bigint IS NULL OR run_id = $1 ORDER BY claimed_at, step_id`, [runId]);
-  const runners = await fleetRead(db);
-  const posture = await postureRead(db);
-  const runIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.run_id)))];
-  const pins = await pinsForRuns(db, runIds);
-  const outstandingByRun = await leasesOutstandingByRun(db, runIds);
-  const runnerRuns = scopedRunsOf(runners);
-  const pools = await poolStateRead(db, [...new Set(ready.rows.flatMap((r) => (r.pools as string[] | null) ?? []))]);
-  const stepIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.step_id)))];
-  const names = stepIds.length ? (await db.query(`SELECT id, name FROM steps WHERE id = ANY($1::bigint[])`, [stepIds])).rows : [];
-  let now: Date = ready.rows[0]?.db_now;
-  if (!now) now = await storeNow(db);
-  return {
-    stepNames: new Map(names.map((r) => [Number(r.id), r.name as string])),
-    now,
-    ready: ready.rows.map(mapEntry),
-    readyTotal: Number(ready.rows[0]?.total ?? 0),
-    leased: leased.rows.map((r) => ({
-      ...mapEntry(r),
-      holder: r.holder,
-      runnerId: r.runner_id,
-      claimedAt: r.claimed_at,
-      deliveredAt: r.delivered_at,
-      ackedAt: r.acked_at,
-      expiresAt: r.expires_at,
-      executing: r.executing,
-    })),
-    runners,
-    posture,
-    pins,
-    outstandingByRun,
-    runnerRuns,
-    pools,
-  };
+  // One snapshot: an entry is never both ready and leased in one answer, and its verdict inputs agree with it.
+  return withSnapshot(db, async (client) => {
+    const limit = p.limit ?? 1000;
+    const runId = p.runId ?? null;
+    // One run's entries are found through its steps (the queue keeps no index by run).
+    const ready =
+      runId === null
+        ? await client.query(`SELECT *, now() AS db_now, count(*) OVER () AS total FROM queue_ready ORDER BY lane, ready_at, position LIMIT $1`, [limit])
+        : await client.query(
+            `SELECT q.*, now() AS db_now, count(*) OVER () AS total FROM steps s JOIN queue_ready q ON q.step_id = s.id
+              WHERE s.run_id = $2 ORDER BY q.lane, q.ready_at, q.position LIMIT $1`,
+            [limit, runId],
+          );
+    const leased = await client.query(`SELECT * FROM step_leases WHERE $1::bigint IS NULL OR run_id = $1 ORDER BY claimed_at, step_id`, [runId]);
+    const runners = await fleetRead(client);
+    const posture = await postureRead(client);
+    const runIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.run_id)))];
+    const pins = await pinsForRuns(client, runIds);
+    const outstandingByRun = await leasesOutstandingByRun(client, runIds);
+    const runnerRuns = scopedRunsOf(runners);
+    const pools = await poolStateRead(client, [...new Set(ready.rows.flatMap((r) => (r.pools as string[] | null) ?? []))]);
+    const stepIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.step_id)))];
+    const names = stepIds.length ? (await client.query(`SELECT id, name FROM steps WHERE id = ANY($1::bigint[])`, [stepIds])).rows : [];
+    let now: Date = ready.rows[0]?.db_now;
+    if (!now) now = await storeNow(client);
+    return {
+      stepNames: new Map(names.map((r) => [Number(r.id), r.name as string])),
+      now,
+      ready: ready.rows.map(mapEntry),
+      readyTotal: Number(ready.rows[0]?.total ?? 0),
+      leased: leased.rows.map((r) => ({
+        ...mapEntry(r),
+        holder: r.holder,
+        runnerId: r.runner_id,
+        claimedAt: r.claimed_at,
+        deliveredAt: r.delivered_at,
+        ackedAt: r.acked_at,
+        expiresAt: r.expires_at,
+        executing: r.executing,
+      })),
+      runners,
+      posture,
+      pins,
+      outstandingByRun,
+      runnerRuns,
+      pools,
+    };
+  });
 }
 
 /** What the verdict ladder reads besides an entry: the fleet, and the pools, pins and out-counts of the entries' runs. */

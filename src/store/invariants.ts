@@ -1,4 +1,4 @@
-import type { Pool, Db } from './pool.js';
+import { withSnapshot, type Db, type Pool } from './pool.js';
 
 export interface InvariantResult {
   name: string;
@@ -80,19 +80,11 @@ const RULES: Array<{ name: string; rule: string; sql: string }> = [
 ];
 
 export async function storeInvariants(pool: Pool): Promise<InvariantResult[]> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  return withSnapshot(pool, async (client) => {
     const out: InvariantResult[] = [];
     for (const r of RULES) out.push(await check(client, r));
-    await client.query('COMMIT');
     return out;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 async function check(db: Db, r: { name: string; rule: string; sql: string }): Promise<InvariantResult> {

@@ -134,6 +134,28 @@ function observeQueries(pool: Pool, client: PoolClient, prepared: { enabled: boo
   };
 }
 
+/**
+ * Runs a read model's statements in one REPEATABLE READ, READ ONLY snapshot, so a row moving
+ * between tables mid-read (an entry becoming a lease) is seen in one place only. On a pool it takes
+ * and releases its own client; on a client (not in a transaction) it uses that one.
+ */
+export async function withSnapshot<T>(db: Db, fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  const own = typeof (db as PoolClient).release !== 'function';
+  const client = own ? await (db as Pool).connect() : (db as PoolClient);
+  let began = false;
+  try {
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    began = true;
+    const result = await fn(client);
+    await client.query('COMMIT');
+    began = false;
+    return result;
+  } finally {
+    if (began) await client.query('ROLLBACK').catch(() => {});
+    if (own) client.release();
+  }
+}
+
 /** Runs fn inside BEGIN/COMMIT on one client; rolls back and rethrows on error. */
 export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();

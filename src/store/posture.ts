@@ -1,3 +1,4 @@
+import type { PostureField } from '../core/postures.js';
 import type { PoolClient, Db } from './pool.js';
 
 /** Who put one posture in force, why and since when. */
@@ -11,12 +12,11 @@ export interface PostureStory { posture: PostureField; reason: string | null; ac
  */
 export interface FleetPosture { quiesced: boolean; halted: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: Date; holds: PostureStory[] }
 
-/** The fleet_posture flag behind each posture. */
-export type PostureField = 'quiesced' | 'halted' | 'system_quiesced';
+export type { PostureField };
 export const POSTURE_FIELDS: readonly PostureField[] = ['quiesced', 'halted', 'system_quiesced'];
 
 /** One posture in force: who pulled it, why, since when, and until when (null: until resumed). */
-export interface PostureHold { posture: PostureField; reason: string | null; actor: string; source: string | null; since: Date; until: Date | null }
+export interface PostureInForce { posture: PostureField; reason: string | null; actor: string; source: string | null; since: Date; until: Date | null }
 
 /** Severity order of the postures: the first in force is the one that holds offers. */
 const SEVERITY = `ARRAY['halted','system_quiesced','quiesced']`;
@@ -41,10 +41,10 @@ export async function postureRead(db: Db): Promise<FleetPosture> {
   return { quiesced: r.quiesced, halted: r.halted, systemQuiesced: r.system_quiesced, reason: story?.reason ?? null, actor: story?.actor ?? null, since: r.since, holds };
 }
 
-const mapHold = (r: any): PostureHold => ({ posture: r.posture, reason: r.reason, actor: r.actor, source: r.source, since: r.since, until: r.until });
+const mapHold = (r: any): PostureInForce => ({ posture: r.posture, reason: r.reason, actor: r.actor, source: r.source, since: r.since, until: r.until });
 
 /** Every posture in force, with its story, in a fixed order. */
-export async function postureHoldsRead(db: Db): Promise<PostureHold[]> {
+export async function posturesInForceRead(db: Db): Promise<PostureInForce[]> {
   const { rows } = await db.query(`SELECT * FROM posture_holds ORDER BY array_position(${SEVERITY}, posture)`);
   return rows.map(mapHold);
 }
@@ -57,7 +57,7 @@ export async function postureHoldsRead(db: Db): Promise<PostureHold[]> {
 export async function postureSet(
   client: PoolClient,
   p: { field: PostureField; value: boolean; reason: string | null; actor: string; source?: string | null; until?: Date | null },
-): Promise<{ changed: boolean; untilChanged: boolean; before: PostureHold | undefined; posture: FleetPosture }> {
+): Promise<{ changed: boolean; untilChanged: boolean; before: PostureInForce | undefined; posture: FleetPosture }> {
   const { rows } = await client.query(`SELECT quiesced, halted, system_quiesced FROM fleet_posture WHERE id FOR UPDATE`);
   const current: boolean = rows[0]?.[p.field] ?? false;
   const before = (await client.query(`SELECT * FROM posture_holds WHERE posture = $1`, [p.field])).rows.map(mapHold)[0];
@@ -86,7 +86,7 @@ export async function postureSet(
 }
 
 /** The postures whose --until has passed by the database clock, locked for the leader to lift. */
-export async function postureHoldsDue(client: PoolClient): Promise<PostureHold[]> {
+export async function posturesDueToLift(client: PoolClient): Promise<PostureInForce[]> {
   // The flags row first, as every lever does, so the leader and a lever never lock in opposite orders.
   await client.query(`SELECT 1 FROM fleet_posture WHERE id FOR UPDATE`);
   const { rows } = await client.query(`SELECT * FROM posture_holds WHERE until IS NOT NULL AND until <= now() ORDER BY until`);

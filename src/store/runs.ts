@@ -3,7 +3,7 @@ import { RUN_STATUSES, type RunStatus } from '../core/run-status.js';
 import type { RunDefinition } from '../core/runfile.js';
 import { textArrayOrNullSql } from './arrays.js';
 import { STEP_LOG_ID_RESERVE, type AttemptStart } from './logs.js';
-import { storeNow, type Pool, type PoolClient, type Db } from './pool.js';
+import { storeNow, withSnapshot, type Pool, type PoolClient, type Db } from './pool.js';
 import { prepared } from './prepared.js';
 import { ENQUEUED_COLUMNS, projectWeightSql, QUEUE_CHANNEL } from './queue.js';
 
@@ -682,19 +682,11 @@ export async function runnerName(db: Db, runnerId: string): Promise<string> {
 
 /** A run, its steps (with runner names) and the store's clock, read in one snapshot. */
 export async function runRead(db: Pool, runId: number): Promise<{ run: RunRow; steps: StepRow[]; now: Date } | null> {
-  const client = await db.connect();
-  try {
-    // One repeatable-read snapshot, so the steps agree with the run they are shown under.
-    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  // One snapshot, so the steps agree with the run they are shown under.
+  return withSnapshot(db, async (client) => {
     const run = await runGet(client, runId);
     const steps = run ? await runSteps(client, runId) : [];
     const now = await storeNow(client);
-    await client.query('COMMIT');
     return run ? { run, steps, now } : null;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }

@@ -2,10 +2,11 @@ import type { LeaderDuty } from '../coordination/duties.js';
 import type { Logger } from '../logger.js';
 import { startLoop, type LoopHandle } from '../loop.js';
 import type { ReplicaEnv, ReplicaPart, ShardOwnership } from '../context.js';
+import { on } from '../events.js';
 import { listenChannel, type Listener } from '../store/listen.js';
 import type { Pool } from '../store/pool.js';
 import { deliveriesPrune, deliveriesSettleDisabled, ticksPrune, TRIGGERS_CHANNEL } from '../store/triggers.js';
-import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce, type LaunchDeps, type LaunchTiming } from './launch.js';
+import { DEFAULT_LAUNCH_TIMING, DeferredLaunches, launchOnce, type LaunchDeps, type LaunchTiming } from './launch.js';
 
 export interface HousekeepingDeps {
   pool: Pool;
@@ -50,7 +51,7 @@ export function triggerHousekeepingDuty(deps: HousekeepingDeps, everyMs = DEFAUL
 export function startLaunch(ctx: ReplicaEnv, ownership: Pick<ShardOwnership, 'isLeader'>, opts: LaunchFeatureOptions = {}): ReplicaPart {
   const log = ctx.log.child({ component: 'launch' });
   const timing = { ...DEFAULT_LAUNCH_TIMING, ...opts.timing };
-  const holds = new LaunchHolds();
+  const holds = new DeferredLaunches();
   const deps: LaunchDeps = { pool: ctx.pool, log, holds, timing, isLeader: () => ownership.isLeader(), events: ctx.events };
 
   let running: { loop: LoopHandle; listener: Listener } | undefined;
@@ -85,15 +86,13 @@ export function startLaunch(ctx: ReplicaEnv, ownership: Pick<ShardOwnership, 'is
   };
   const onGained = () => (transition = transition.then(start));
   const onLost = () => (transition = transition.then(stop));
-  ctx.events.on('leader:gained', onGained);
-  ctx.events.on('leader:lost', onLost);
+  const stopListening = [on(ctx.events, 'leader:gained', onGained), on(ctx.events, 'leader:lost', onLost)];
   // A lone replica (no coordination loop) leads from the start.
   if (ownership.isLeader()) onGained();
   let stopped: Promise<void> | undefined;
   const stopAll = () =>
     (stopped ??= (async () => {
-      ctx.events.off('leader:gained', onGained);
-      ctx.events.off('leader:lost', onLost);
+      for (const off of stopListening) off();
       await transition;
       await stop();
     })());

@@ -1,5 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import { cronNext, cronTicks } from '../core/cron.js';
+import { emit as emitEvent } from '../events.js';
 import { oneLine, storableText } from '../core/bounds.js';
 import { payloadSets } from '../core/triggers.js';
 import type { Logger } from '../logger.js';
@@ -56,7 +57,7 @@ interface Hold { template: string; retryAt: number; reason: string }
  * of a disabled webhook (settled by housekeeping). A finishing run of a template releases that
  * template's launches; a wake (`admin reconcile`) releases everything.
  */
-export class LaunchHolds {
+export class DeferredLaunches {
   readonly ticks = new Map<number, Hold>();
   readonly deliveries = new Map<number, number>();
 
@@ -104,7 +105,7 @@ export class LaunchHolds {
 export interface LaunchDeps {
   pool: Pool;
   log: Logger;
-  holds: LaunchHolds;
+  holds: DeferredLaunches;
   timing: LaunchTiming;
   /** Checked at the start of every pass: only the leader fires. */
   isLeader: () => boolean;
@@ -215,7 +216,7 @@ function nextDue(probe: LaunchProbe): Date | null {
 }
 
 function emit(deps: LaunchDeps, report: LaunchReport): LaunchReport {
-  deps.events?.emit('launch:pass', report);
+  if (deps.events) emitEvent(deps.events, 'launch:pass', report);
   return report;
 }
 

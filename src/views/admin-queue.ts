@@ -1,7 +1,9 @@
 import { LANE_NAMES, type LaneName, type PlacementRequirement } from '../core/entry.js';
 import { replicaState, type ReplicaState } from '../core/replica-state.js';
 import { closestRunner, verdict, VERDICT_CODES, type VerdictCode } from '../core/verdict.js';
+import type { Wire } from '../core/wire.js';
 import type { AdminQueueSnapshot } from '../store/admin-queue.js';
+import type { FleetPosture, PostureStory } from '../store/posture.js';
 import { age, count, duration, durationText, text, type Cell, type CellTable, type Tone } from './cells.js';
 import { buildRunners, type RunnerView } from './runners.js';
 
@@ -109,7 +111,7 @@ export interface TriggersQueueView {
   };
 }
 
-export interface PostureHoldView { posture: 'halted' | 'system_quiesced' | 'quiesced'; reason: string | null; actor: string; since: string }
+export type PostureInForceView = Wire<PostureStory>;
 
 /** The aggregate queue view: `opschain admin queue --json`, `GET /api/admin/queue`, each NDJSON line of `--watch`. */
 export interface AdminQueueView {
@@ -118,7 +120,7 @@ export interface AdminQueueView {
    * reason/actor: of the posture holding offers now (the most severe); `holds`: each posture in
    * force with its own reason, actor and time, most severe first (absent from servers before it).
    */
-  postures: { halted: boolean; quiesced: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: string; holds?: PostureHoldView[]; drains: DrainView[] };
+  postures: Wire<Omit<FleetPosture, 'holds'>> & { holds?: PostureInForceView[]; drains: DrainView[] };
   lanes: LaneView[];
   /** Per-lane counts are exact below this many ready entries and estimates beyond. */
   exactBound: number;
@@ -388,7 +390,7 @@ export function postureBanners(v: AdminQueueView): Array<{ text: string; tone: T
   const out: Array<{ text: string; tone: Tone }> = [];
   const p = v.postures;
   // Each banner tells its own posture's story; the shared reason only when a server sent no stories.
-  const story = (posture: PostureHoldView['posture']) => {
+  const story = (posture: PostureInForceView['posture']) => {
     const h = p.holds?.find((x) => x.posture === posture);
     if (!h) return `${p.reason ? `: ${p.reason}` : ''}${p.actor ? ` (${p.actor})` : ''}`;
     return `${h.reason ? `: ${h.reason}` : ''} (${h.actor} since ${h.since})`;

@@ -1,4 +1,4 @@
-import type { AdminStatus } from '../coordination/status.js';
+import type { AdminStatus } from '../ops/domain/status.js';
 
 /** `[0,1,2,5,7,8]` → `0-2,5,7-8`: shard sets read at a glance. */
 export function shardRanges(shards: number[]): string {

@@ -1,4 +1,4 @@
-import type { TemplateView, TickView, TriggerView } from '../triggers/manage.js';
+import type { TemplateView, TickView, TriggerView } from '../ops/domain/trigger-definitions.js';
 
 /** Table rows of `templates list`, `triggers list` and the tick history of `triggers show`. */
 

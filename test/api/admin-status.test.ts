@@ -1,7 +1,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { nextCoordinationEvent } from '../../src/coordination/events.js';
-import { replicaQuiesceSet } from '../../src/coordination/levers.js';
-import type { AdminStatus } from '../../src/coordination/status.js';
+import { nextEvent } from '../../src/events.js';
+import { replicaQuiesceSet } from '../../src/ops/domain/levers.js';
+import type { AdminStatus } from '../../src/ops/domain/status.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate, tokenRevoke } from '../../src/store/tokens.js';
 import { truncateLive, useTestDatabase, waitFor } from '../support/db.js';
@@ -86,7 +86,7 @@ describe('GET /api/admin/status and the replica levers', () => {
     const a = await start('dc1');
     const b = await start('dc2');
     await converged(a, 2);
-    const left = nextCoordinationEvent(b.replica.events, 'membership:changed', (p) => !p.member);
+    const left = nextEvent(b.replica.events, 'membership:changed', (p) => !p.member);
     const q1 = await post(a, `/api/admin/replicas/${b.replica.replicaId}/quiesce`);
     expect(q1).toMatchObject({ status: 200, body: { id: b.replica.replicaId, quiesced: true, changed: true } });
     expect((await post(a, `/api/admin/replicas/${b.replica.replicaId}/quiesce`)).body.changed).toBe(false);
@@ -129,7 +129,7 @@ describe('GET /api/admin/status and the replica levers', () => {
     await waitFor(() => b.replica.ownership.owned().length > 0 && a.replica.ownership.owned().length + b.replica.ownership.owned().length === 64, { what: 'the shards split again' });
 
     const [leader, other] = a.replica.ownership.isLeader() ? [a, b] : [b, a];
-    const gained = nextCoordinationEvent(other.replica.events, 'leader:gained');
+    const gained = nextEvent(other.replica.events, 'leader:gained');
     await leader.stop();
     servers = servers.filter((s) => s !== leader);
     await gained;
@@ -148,7 +148,7 @@ describe('GET /api/admin/status and the replica levers', () => {
     const b = await slow();
     const st = await converged(a, 2);
     const [leader, other] = st.leader!.replicaId === a.replica.replicaId ? [a, b] : [b, a];
-    const gained = nextCoordinationEvent(other.replica.events, 'leader:gained');
+    const gained = nextEvent(other.replica.events, 'leader:gained');
     await leader.stop();
     servers = servers.filter((s) => s !== leader);
     // The lease would last hours and no tick comes: only the release can hand it over.

@@ -4,7 +4,7 @@ import { DEMAND_REASONS, NO_GROUP, UNMATCHED } from '../../src/core/capacity.js'
 import { classify } from '../../src/core/classify.js';
 import { LANE_NAMES } from '../../src/core/entry.js';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
-import { postureLever } from '../../src/dispatch/postures.js';
+import { postureLever } from '../../src/ops/domain/postures.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { fleetDrainSet } from '../../src/store/fleet.js';

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
 import { coordinationRelease, Coordinator, DEFAULT_TIMING, type CoordinationDeps } from '../../src/coordination/coordinator.js';
-import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { nextEvent } from '../../src/events.js';
 import type { LeaderDuty } from '../../src/coordination/duties.js';
 import { CoordinationState } from '../../src/coordination/state.js';
 import { SHARD_COUNT } from '../../src/core/entry.js';
@@ -111,8 +111,8 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
 
   it('a lone replica owns every shard and leads after one tick', async () => {
     const a = await replica('a-000001');
-    const gained = nextCoordinationEvent(a.events, 'leader:gained');
-    const changed = nextCoordinationEvent(a.events, 'shards:changed');
+    const gained = nextEvent(a.events, 'leader:gained');
+    const changed = nextEvent(a.events, 'shards:changed');
     const report = await a.tick();
     expect(report.owned).toHaveLength(SHARD_COUNT);
     expect((await changed).added).toHaveLength(SHARD_COUNT);
@@ -199,11 +199,11 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await a.tick();
     await settle([a, b]);
     expect(a.state.isLeader()).toBe(true);
-    const lost = nextCoordinationEvent(a.events, 'leader:lost');
+    const lost = nextEvent(a.events, 'leader:lost');
     await coordinationRelease(a.deps);
     await replicaStop(db.current.pool, a.id);
     await lost;
-    const gained = nextCoordinationEvent(b.events, 'leader:gained');
+    const gained = nextEvent(b.events, 'leader:gained');
     await b.tick();
     expect((await gained).replicaId).toBe(b.id);
     expect(b.state.owned()).toHaveLength(SHARD_COUNT);
@@ -233,7 +233,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const res = await replicaSetQuiesced(db.current.pool, { id: a.id, quiesced: true });
     expect(res?.changed).toBe(true);
     expect((await replicaSetQuiesced(db.current.pool, { id: a.id, quiesced: true }))?.changed).toBe(false);
-    const out = nextCoordinationEvent(a.events, 'membership:changed');
+    const out = nextEvent(a.events, 'membership:changed');
     await a.tick();
     expect(await out).toMatchObject({ member: false });
     expect(a.state.owned()).toEqual([]);
@@ -275,7 +275,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const first = await a.tick();
     expect(first.reclaimed).toEqual([]); // still within the staleness window
     await age(16_000);
-    const kicked = nextCoordinationEvent(a.events, 'queue:enqueued');
+    const kicked = nextEvent(a.events, 'queue:enqueued');
     const report = await a.tick();
     expect(report.reclaimed.map((r) => [r.stepId, r.exposed, r.requeuedAttempt])).toEqual([
       [101, false, 1],

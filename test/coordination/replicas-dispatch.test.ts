@@ -1,5 +1,5 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { nextEvent } from '../../src/events.js';
 import { shardOf } from '../../src/core/fnv.js';
 import { shardsOf } from '../../src/core/rendezvous.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
@@ -39,7 +39,7 @@ describe('replicas sharing one queue (in process)', () => {
     servers.push(...started);
     const ids = started.map((s) => s.replica.replicaId);
     // Settled: every replica has ticked with the whole fleet in view and holds exactly its rendezvous shards.
-    await Promise.all(started.map((s) => nextCoordinationEvent(s.replica.events, 'coordination:tick', (t) => t.live.length === started.length)));
+    await Promise.all(started.map((s) => nextEvent(s.replica.events, 'coordination:tick', (t) => t.live.length === started.length)));
     await waitFor(() => started.every((s) => JSON.stringify(s.replica.ownership.owned()) === JSON.stringify(shardsOf(s.replica.replicaId, ids))), {
       what: 'the rendezvous assignment in place',
     });
@@ -76,7 +76,7 @@ describe('replicas sharing one queue (in process)', () => {
     const runner = await new TestRunner(b.url).register(registration);
     const parked = runner.acquire({ wait_ms: HOUR_MS });
     await waitFor(() => b.replica.dispatcher!.registry.size === 1, { what: 'the poll parked' });
-    const left = nextCoordinationEvent(b.replica.events, 'membership:changed');
+    const left = nextEvent(b.replica.events, 'membership:changed');
     await replicaSetQuiesced(db.current.pool, { id: b.replica.replicaId, quiesced: true });
     await left;
     expect((await parked).status).toBe(204);
@@ -122,7 +122,7 @@ describe('replicas sharing one queue (in process)', () => {
     // The replica dies without a word: its heartbeat stops (written into the past) and its loops with it.
     await a.halt();
     await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '20 seconds' WHERE id = $1`, [a.replica.replicaId]);
-    const tick = await nextCoordinationEvent(b.replica.events, 'coordination:tick', (t) => t.reclaimed.length > 0);
+    const tick = await nextEvent(b.replica.events, 'coordination:tick', (t) => t.reclaimed.length > 0);
     expect(tick.reclaimed).toMatchObject([{ stepId: stepIds[0], exposed: true, attempt: 1, requeuedAttempt: 2 }]);
     const late = new TestRunner(b.url);
     late.credential = runner.credential;

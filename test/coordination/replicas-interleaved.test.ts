@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { nextEvent } from '../../src/events.js';
 import { shardsOf } from '../../src/core/rendezvous.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
@@ -40,7 +40,7 @@ describe('three replicas completing interleaved steps of the same runs', () => {
     const registration = (await tokenCreate(pool, { kind: 'registration', name: 't' })).secret;
     servers.push(...(await Promise.all([0, 1, 2].map(() => startTestServer(db.current.url, { plan: plan() })))));
     const ids = servers.map((s) => s.replica.replicaId);
-    await Promise.all(servers.map((s) => nextCoordinationEvent(s.replica.events, 'coordination:tick', (t) => t.live.length === 3)));
+    await Promise.all(servers.map((s) => nextEvent(s.replica.events, 'coordination:tick', (t) => t.live.length === 3)));
     await waitFor(() => servers.every((s) => JSON.stringify(s.replica.ownership.owned()) === JSON.stringify(shardsOf(s.replica.replicaId, ids))), { what: 'the rendezvous assignment in place' });
 
     const runs = await runSubmitMany(pool, Array.from({ length: 24 }, (_, i) => runFileLoad(run(i))), { actor: 'test' });

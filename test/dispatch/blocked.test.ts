@@ -5,7 +5,7 @@ import { planDelivery } from '../../src/core/plan.js';
 import { RecentlyClaimable, unblockOnce } from '../../src/dispatch/blocked.js';
 import type { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import type { Offer } from '../../src/dispatch/offers.js';
-import { postureLever } from '../../src/dispatch/postures.js';
+import { postureLever } from '../../src/ops/domain/postures.js';
 import { fleetDrainSet, verdictInputsRead } from '../../src/store/fleet.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { poolHoldRelease, poolLimitSet } from '../../src/store/pools.js';

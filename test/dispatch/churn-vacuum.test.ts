@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ChurnVacuum } from '../../src/dispatch/churn-vacuum.js';
-import { onDispatch } from '../../src/dispatch/events.js';
+import { on } from '../../src/events.js';
 import { completeLeases } from '../../src/dispatch/lifecycle.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';
@@ -30,7 +30,7 @@ describe('the lease table is vacuumed as completions empty it', () => {
     const before = await leaseTableStats(pool);
     const group = deps.groupCommit;
     const vacuumed: string[] = [];
-    onDispatch(deps.events, 'lease:vacuumed', (p) => vacuumed.push(p.outcome));
+    on(deps.events, 'lease:vacuumed', (p) => vacuumed.push(p.outcome));
 
     // Two ended: under the threshold, no vacuum.
     expect((await completeLeases(deps, 'rnr_a', held.slice(0, 2))).every((r) => r.ok)).toBe(true);

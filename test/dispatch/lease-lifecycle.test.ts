@@ -231,7 +231,7 @@ describe('the lease lifecycle over the runner protocol', () => {
   });
 
   it('a quiesced fleet hands out no offers; resume lets them flow', async () => {
-    const { postureLever } = await import('../../src/dispatch/postures.js');
+    const { postureLever } = await import('../../src/ops/domain/postures.js');
     const r = await runner();
     await seedRun(db.current.pool, { steps: [{ name: 'a' }] });
     await postureLever(db.current.pool, { fields: ['quiesced'], value: true, actor: 'test' });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
-import { LeverInputError, parseUntil, postureLever } from '../../src/dispatch/postures.js';
+import { LeverInputError, parseUntil, postureLever } from '../../src/ops/domain/postures.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';

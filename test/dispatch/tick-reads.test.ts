@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import type { Offer } from '../../src/dispatch/offers.js';
-import { postureLever } from '../../src/dispatch/postures.js';
+import { postureLever } from '../../src/ops/domain/postures.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { mapRunner, type RunnerRow } from '../../src/store/runners.js';
 import { testDispatchDeps } from '../support/lifecycle.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMAND_REASONS, demandOf } from '../../src/core/capacity.js';
-import { fleetDemand } from '../../src/ops/capacity.js';
-import type { OpsContext } from '../../src/ops/context.js';
+import { fleetDemand } from '../../src/ops/domain/capacity.js';
+import type { OpsContext } from '../../src/ops/domain/context.js';
 import type { ServerHandle } from '../../src/server.js';
 import { capacityRead } from '../../src/store/capacity.js';
 import { fleetDrainSet } from '../../src/store/fleet.js';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readRunLogs } from '../../src/ops/follow.js';
-import { httpOps } from '../../src/ops/http-transport.js';
+import { httpOps } from '../../src/ops/transport/http.js';
 import type { Ops, OpsOutput } from '../../src/ops/index.js';
-import { storeOps } from '../../src/ops/store-transport.js';
+import { storeOps } from '../../src/ops/transport/store.js';
 import { runRetry } from '../../src/orchestrator/retry.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runSubmit } from '../../src/orchestrator/submit.js';

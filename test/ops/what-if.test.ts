@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Dispatcher } from '../../src/dispatch/dispatcher.js';
-import { postureLever } from '../../src/dispatch/postures.js';
-import { fleetWhatIf, type WhatIfInput } from '../../src/ops/capacity.js';
-import type { OpsContext } from '../../src/ops/context.js';
+import { postureLever } from '../../src/ops/domain/postures.js';
+import { fleetWhatIf, type WhatIfInput } from '../../src/ops/domain/capacity.js';
+import type { OpsContext } from '../../src/ops/domain/context.js';
 import { fleetDrainSet } from '../../src/store/fleet.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { poolLimitSet } from '../../src/store/pools.js';

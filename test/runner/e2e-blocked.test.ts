@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fleetQueue } from '../../src/ops/fleet.js';
+import { fleetQueue } from '../../src/ops/domain/fleet.js';
 import { fleetDrainSet } from '../../src/store/fleet.js';
 import { poolLimitSet } from '../../src/store/pools.js';
 import { useTestDatabase, waitFor } from '../support/db.js';

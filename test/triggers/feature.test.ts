@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { nextCoordinationEvent } from '../../src/coordination/events.js';
+import { nextEvent } from '../../src/events.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
 import type { ReplicaPlan, ServerHandle } from '../../src/server.js';
 import type { LaunchReport } from '../../src/triggers/launch.js';
-import { launchReconcile, oneShotAdd, templatePut, triggerShow } from '../../src/triggers/manage.js';
+import { launchReconcile, oneShotAdd, templatePut, triggerShow } from '../../src/ops/domain/trigger-definitions.js';
 import { truncateLive, useTestDatabase, waitFor } from '../support/db.js';
 import { startTestServer } from '../support/server.js';
 
@@ -30,7 +30,7 @@ describe('the launch loop in a replica', () => {
     const passesOnB: LaunchReport[] = [];
     a.replica.events.on('launch:pass', (r: LaunchReport) => sleeps.push(r.sleepMs));
     b.replica.events.on('launch:pass', (r: LaunchReport) => passesOnB.push(r));
-    await nextCoordinationEvent(b.replica.events, 'coordination:tick', (t) => !t.leader);
+    await nextEvent(b.replica.events, 'coordination:tick', (t) => !t.leader);
 
     await templatePut(b.replica.pool, { text: TEMPLATE('t'), actor: 'test' });
     const shot = await oneShotAdd(b.replica.pool, { template: 't', at: 'now', actor: 'test' });

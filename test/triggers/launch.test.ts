@@ -1,21 +1,21 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { adminQueueText } from '../../src/cli/admin-queue-text.js';
-import { adminQueue } from '../../src/ops/console.js';
+import { adminQueue } from '../../src/ops/domain/console.js';
 import { createLogger } from '../../src/logger.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
 import { withTransaction, type Pool } from '../../src/store/pool.js';
 import { postureSet } from '../../src/store/posture.js';
 import { LAUNCH_PROBE_SQL } from '../../src/store/triggers.js';
-import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce, type LaunchDeps, type LaunchReport } from '../../src/triggers/launch.js';
+import { DEFAULT_LAUNCH_TIMING, DeferredLaunches, launchOnce, type LaunchDeps, type LaunchReport } from '../../src/triggers/launch.js';
 import { housekeepingOnce } from '../../src/triggers/feature.js';
-import { oneShotAdd, scheduleAdd, templatePut, triggerEnable, triggerShow, webhookAdd } from '../../src/triggers/manage.js';
+import { oneShotAdd, scheduleAdd, templatePut, triggerEnable, triggerShow, webhookAdd } from '../../src/ops/domain/trigger-definitions.js';
 import { useTestDatabase } from '../support/db.js';
 
 const log = createLogger('silent', { pretty: false });
 const TEMPLATE = (name: string) => `name: ${name}\nsteps:\n  hello:\n    run: echo hello\n`;
 
 function deps(pool: Pool, over: Partial<LaunchDeps> = {}): LaunchDeps {
-  return { pool, log, holds: new LaunchHolds(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true, ...over };
+  return { pool, log, holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true, ...over };
 }
 
 /** Passes at one fixed time until the loop would sleep: what a woken loop does before it idles. */

@@ -2,8 +2,8 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import type { Pool } from '../../src/store/pool.js';
 import { deliveryInsert } from '../../src/store/triggers.js';
-import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce, type LaunchDeps, type LaunchReport } from '../../src/triggers/launch.js';
-import { oneShotAdd, scheduleAdd, templatePut, webhookAdd } from '../../src/triggers/manage.js';
+import { DEFAULT_LAUNCH_TIMING, DeferredLaunches, launchOnce, type LaunchDeps, type LaunchReport } from '../../src/triggers/launch.js';
+import { oneShotAdd, scheduleAdd, templatePut, webhookAdd } from '../../src/ops/domain/trigger-definitions.js';
 import { useTestDatabase } from '../support/db.js';
 
 // Each source of the launch loop is fed one row that fails for its own data, written straight
@@ -24,7 +24,7 @@ steps:
 `;
 
 function deps(pool: Pool): LaunchDeps {
-  return { pool, log, holds: new LaunchHolds(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true };
+  return { pool, log, holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true };
 }
 
 /** Passes at one time until the loop would sleep; throws if it never does (a row retried forever). */

@@ -7,8 +7,8 @@ import { createLogger } from '../../src/logger.js';
 import type { ServerHandle } from '../../src/server.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { deliveryCount } from '../../src/store/triggers.js';
-import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce } from '../../src/triggers/launch.js';
-import { templatePut } from '../../src/triggers/manage.js';
+import { DEFAULT_LAUNCH_TIMING, DeferredLaunches, launchOnce } from '../../src/triggers/launch.js';
+import { templatePut } from '../../src/ops/domain/trigger-definitions.js';
 import { useTestDatabase } from '../support/db.js';
 import { runInProcess } from '../support/inproc.js';
 import { startTestServer } from '../support/server.js';
@@ -54,7 +54,7 @@ describe('a webhook answers only while the token that created it is live', () =>
   };
   const cli = (args: string[]) => runInProcess([...args, '--server', server.url, '--token', admin.secret, '--home', home]);
   const launch = () =>
-    launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new LaunchHolds(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
+    launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
 
   it('revoked: the webhook answers 401 and records nothing; its one-shot still fires; an admin rotate re-owns it', async () => {
     const ci = await tokenCreate(db.current.pool, { kind: 'admin', name: 'ci-deploy', scope: 'runs' });

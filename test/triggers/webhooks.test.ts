@@ -4,8 +4,8 @@ import { createLogger } from '../../src/logger.js';
 import type { ServerHandle } from '../../src/server.js';
 import { offerDetails } from '../../src/store/leases.js';
 import { deliveryCount } from '../../src/store/triggers.js';
-import { DEFAULT_LAUNCH_TIMING, LaunchHolds, launchOnce } from '../../src/triggers/launch.js';
-import { templatePut, triggerShow, webhookAdd, type WebhookCreated } from '../../src/triggers/manage.js';
+import { DEFAULT_LAUNCH_TIMING, DeferredLaunches, launchOnce } from '../../src/triggers/launch.js';
+import { templatePut, triggerShow, webhookAdd, type WebhookCreated } from '../../src/ops/domain/trigger-definitions.js';
 import { runCli } from '../support/cli.js';
 import { useTestDatabase } from '../support/db.js';
 import { startTestServer } from '../support/server.js';
@@ -40,7 +40,7 @@ describe('signed webhooks', () => {
     expect(await res.json()).toEqual({ delivery_id: 'abc-1', webhook: hook.id });
     expect(await deliveryCount(db.current.pool, hook.id)).toBe(1);
 
-    const report = await launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new LaunchHolds(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
+    const report = await launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
     expect(report.claimed.deliveries).toBe(1);
     expect(report.fired).toHaveLength(1);
     const runId = report.fired[0].runId;

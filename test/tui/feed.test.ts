@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { opsConsoleSource } from '../../src/cli/console-source.js';
-import { storeOps } from '../../src/ops/store-transport.js';
+import { storeOps } from '../../src/ops/transport/store.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { coordinationLeaseAcquire, shardLeaseName } from '../../src/store/coordination.js';
 import { ConsoleFeed } from '../../src/tui/feed.js';

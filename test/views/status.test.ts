@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { AdminStatus } from '../../src/coordination/status.js';
+import type { AdminStatus } from '../../src/ops/domain/status.js';
 import { postureBanners } from '../../src/views/admin-queue.js';
 import { ageText, shardRanges, statusRows, statusSummary } from '../../src/views/status.js';
 import { busyView } from '../tui/fixtures.js';

@@ -1,6 +1,6 @@
 import { Args, Flags } from '@oclif/core';
 import { OpsCommand } from '../../../src/cli/base.js';
-import type { TriggerView } from '../../../src/triggers/manage.js';
+import type { TriggerView } from '../../../src/ops/domain/trigger-definitions.js';
 
 export default class TriggersOnceAdd extends OpsCommand<typeof TriggersOnceAdd> {
   static override args = { template: Args.string({ description: 'template to start a run of', required: true }) };

@@ -1,6 +1,6 @@
 import { Args, Flags } from '@oclif/core';
 import { OpsCommand } from '../../../src/cli/base.js';
-import type { WebhookCreated } from '../../../src/triggers/manage.js';
+import type { WebhookCreated } from '../../../src/ops/domain/trigger-definitions.js';
 
 export default class TriggersWebhookAdd extends OpsCommand<typeof TriggersWebhookAdd> {
   static override args = { template: Args.string({ description: 'template to start runs of', required: true }) };

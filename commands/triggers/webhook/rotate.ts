@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core';
 import { OpsCommand } from '../../../src/cli/base.js';
-import { parseTriggerId, type WebhookCreated } from '../../../src/triggers/manage.js';
+import { parseTriggerId, type WebhookCreated } from '../../../src/ops/domain/trigger-definitions.js';
 import { webhookOwner } from '../../../src/views/triggers.js';
 
 export default class TriggersWebhookRotate extends OpsCommand<typeof TriggersWebhookRotate> {

@@ -1,12 +1,33 @@
-import { LANE_NAMES } from '../core/entry.js';
-import { verdict } from '../core/verdict.js';
-import { drainTargetRead, fleetQueueRead, runnerLeasesRead, runnerPinsRead, type DrainTargetRow, type RunnerLeaseRow } from '../store/fleet.js';
-import type { Pool } from '../store/pool.js';
-import type { DrainPreview, DrainTarget, DrainTargetJson, HeldLease } from './drain-wait.js';
+import { LANE_NAMES, type LaneName } from '../../core/entry.js';
+import type { Wire } from '../../core/wire.js';
+import { verdict } from '../../core/verdict.js';
+import { drainTargetRead, fleetQueueRead, runnerLeasesRead, runnerPinsRead, type DrainTargetRow, type RunnerLeaseRow } from '../../store/fleet.js';
+import type { Pool } from '../../store/pool.js';
 
-export { drainWait, DrainWaitTimeout, leaseText, type DrainPreview, type DrainTarget, type DrainTargetJson, type DrainWaitResult, type HeldLease } from './drain-wait.js';
+/** A drain names one runner (id or unique name) or a group. */
+export interface DrainTarget { runner?: string; group?: string }
 
-const held = (runners: DrainTargetRow['runners'], l: RunnerLeaseRow): HeldLease => ({
+/** A lease still out on a drain target's runner, named by the runner's name. */
+export type OutstandingLease = Wire<Omit<RunnerLeaseRow, 'runnerId'>> & { runner: string };
+
+export interface DrainTargetJson { kind: 'runner' | 'group'; name: string; runners: Array<{ id: string; name: string }>; drained: boolean }
+
+/** What a drain would hold, read without changing anything (`fleet drain --dry-run`). */
+export interface DrainPreview {
+  dryRun: true;
+  target: DrainTargetJson;
+  /** Leases still out on the target's runners: a `--wait` waits for these. */
+  leases: OutstandingLease[];
+  /** Run-scoped runs pinned to the target's runners: their remaining steps wait for the drain to be lifted. */
+  pinnedRuns: Array<{ runId: number; run: string | null; runner: string; queued: number }>;
+  /** Ready entries that no undrained runner could take once the target is drained. */
+  stranded: Array<{ stepId: number; runId: number; lane: LaneName; reason: string }>;
+  /** How many ready entries were examined (the head of the queue), of how many. */
+  examined: number;
+  readyTotal: number;
+}
+
+const held = (runners: DrainTargetRow['runners'], l: RunnerLeaseRow): OutstandingLease => ({
   stepId: l.stepId,
   runId: l.runId,
   step: l.step,
@@ -18,7 +39,7 @@ const held = (runners: DrainTargetRow['runners'], l: RunnerLeaseRow): HeldLease 
 });
 
 /** The leases still out on a drain target's runners (an unknown target throws NotFound). */
-export async function drainHeld(pool: Pool, target: DrainTarget): Promise<{ target: DrainTargetJson; leases: HeldLease[] }> {
+export async function drainOutstanding(pool: Pool, target: DrainTarget): Promise<{ target: DrainTargetJson; leases: OutstandingLease[] }> {
   const t = await drainTargetRead(pool, target);
   const leases = await runnerLeasesRead(pool, t.runners.map((r) => r.id));
   return { target: t, leases: leases.map((l) => held(t.runners, l)) };
@@ -60,5 +81,3 @@ export async function drainPreview(pool: Pool, target: DrainTarget): Promise<Dra
     readyTotal: snap.readyTotal,
   };
 }
-
-/** `--wait` ran out of time: the leases still out when it gave up. */

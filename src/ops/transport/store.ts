@@ -1,6 +1,7 @@
-import { wire, type OpsContext } from './context.js';
-import type { Ops } from './index.js';
-import { DOMAIN, type Verb } from './verbs.js';
+import type { OpsContext } from '../domain/context.js';
+import { wire } from '../../core/wire.js';
+import type { Ops } from '../index.js';
+import { DOMAIN, type Verb } from '../verbs.js';
 
 /**
  * The store transport: each verb's domain function on this process's pool. Answers go through

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
-import { drainWait, DrainWaitTimeout, type HeldLease } from '../../src/dispatch/drain.js';
+import type { OutstandingLease } from '../../src/ops/domain/drain.js';
+import { drainWait, DrainWaitTimeout } from '../../src/ops/drain-wait.js';
 
 /** A clock that moves only when the loop sleeps: each pass of the wait is one tick. */
 function fakeClock(): Clock & { slept: number[] } {
@@ -16,7 +17,7 @@ function fakeClock(): Clock & { slept: number[] } {
   };
 }
 
-const lease = (stepId: number): HeldLease => ({ stepId, runId: 1, step: `s${stepId}`, run: 'r', attempt: 1, runner: 'build-7', executing: true, deliveredAt: null });
+const lease = (stepId: number): OutstandingLease => ({ stepId, runId: 1, step: `s${stepId}`, run: 'r', attempt: 1, runner: 'build-7', executing: true, deliveredAt: null });
 
 describe('drainWait, tick by tick', () => {
   it('returns once nothing is held, telling each change and every lease it waited for', async () => {

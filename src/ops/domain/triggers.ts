@@ -17,10 +17,10 @@ import {
   type TickView,
   type TriggerView,
   type WebhookCreated,
-} from '../triggers/manage.js';
+} from './trigger-definitions.js';
 import type { OpsContext } from './context.js';
 
-/** The template and trigger verbs (docs/triggers.md); the logic is in src/triggers/manage.ts. */
+/** The template and trigger verbs (docs/triggers.md); the logic is in ./trigger-definitions.ts. */
 
 const who = (ctx: OpsContext) => ({ actor: ctx.actor, source: ctx.source });
 

@@ -1,6 +1,6 @@
-import { parseDuration } from '../core/duration.js';
-import { Invalid } from '../errors.js';
-import { auditList, type AuditRow } from '../store/audit.js';
+import { parseDuration } from '../../core/duration.js';
+import { Invalid } from '../../errors.js';
+import { auditList, type AuditRow } from '../../store/audit.js';
 import type { OpsContext } from './context.js';
 
 export interface AuditEntryJson { id: number; at: Date; actor: string; action: string; target: string | null; source: string | null; reason: string | null; detail: Record<string, unknown> }

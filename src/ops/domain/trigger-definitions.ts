@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { Conflict, Invalid, NotFound } from '../errors.js';
-import { cronCheck, cronNext } from '../core/cron.js';
+import { Conflict, Invalid, NotFound } from '../../errors.js';
+import { cronCheck, cronNext } from '../../core/cron.js';
 import {
   CATCH_UP_POLICIES,
   OVERLAP_POLICIES,
@@ -11,10 +11,10 @@ import {
   type CatchUpPolicy,
   type OverlapPolicy,
   type PayloadMap,
-} from '../core/triggers.js';
-import { RunFileInvalid, runFileLoad } from '../orchestrator/runfile.js';
-import { auditRecord } from '../store/audit.js';
-import { withTransaction, type Pool, type PoolClient } from '../store/pool.js';
+} from '../../core/triggers.js';
+import { RunFileInvalid, runFileLoad } from '../../orchestrator/runfile.js';
+import { auditRecord } from '../../store/audit.js';
+import { withTransaction, type Pool, type PoolClient } from '../../store/pool.js';
 import {
   dbNow,
   oneShotInsert,
@@ -37,7 +37,7 @@ import {
   type TickRow,
   type TriggerRow,
   type WebhookOwner,
-} from '../store/triggers.js';
+} from '../../store/triggers.js';
 
 /**
  * The template and trigger verbs, one function per verb taking the store and its parameters

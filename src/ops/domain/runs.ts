@@ -1,17 +1,17 @@
-import { systemClock } from '../clock.js';
-import { parseTraceParent, TraceParentError, type TraceParent } from '../core/trace-ids.js';
-import { queuedStepVerdicts } from '../dispatch/queued-verdicts.js';
-import { Invalid } from '../errors.js';
-import { runCancel, type RunCancelled } from '../orchestrator/cancel.js';
-import { runSnapshot } from '../orchestrator/follow.js';
-import { runRetry, type RunRetried } from '../orchestrator/retry.js';
-import { runFileLoad } from '../orchestrator/runfile.js';
-import { runSubmit } from '../orchestrator/submit.js';
-import { stepLogRead } from '../store/logs.js';
-import { RUN_STATUSES, runGet, runList, type RunStatus } from '../store/runs.js';
-import { logLineView, runListItem, runView, type LogLineView, type RunListItem, type RunView } from '../views/runs.js';
+import { systemClock } from '../../clock.js';
+import { parseTraceParent, TraceParentError, type TraceParent } from '../../core/trace-ids.js';
+import { queuedStepVerdicts } from './run-verdicts.js';
+import { Invalid } from '../../errors.js';
+import { runCancel, type RunCancelled } from '../../orchestrator/cancel.js';
+import { runSnapshot } from '../../orchestrator/follow.js';
+import { runRetry, type RunRetried } from '../../orchestrator/retry.js';
+import { runFileLoad } from '../../orchestrator/runfile.js';
+import { runSubmit } from '../../orchestrator/submit.js';
+import { stepLogRead } from '../../store/logs.js';
+import { RUN_STATUSES, runGet, runList, type RunStatus } from '../../store/runs.js';
+import { logLineView, runListItem, runView, type LogLineView, type RunListItem, type RunView } from '../../views/runs.js';
 import type { OpsContext } from './context.js';
-import { NotFound } from '../errors.js';
+import { NotFound } from '../../errors.js';
 
 /** The longest a log read parks waiting for new lines (a long poll). */
 export const LOGS_MAX_WAIT_MS = 25_000;

@@ -1,27 +1,20 @@
-import { SHARD_COUNT } from '../core/entry.js';
-import { postureStatus, type PostureJson } from '../store/posture-status.js';
-import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName, storeNow } from '../store/coordination.js';
-import type { Pool, PoolClient } from '../store/pool.js';
-import { replicaList } from '../store/replicas.js';
-import { DEFAULT_TIMING } from './coordinator.js';
-import { replicaState, type ReplicaState } from '../core/replica-state.js';
+import { SHARD_COUNT } from '../../core/entry.js';
+import { postureStatus, type PostureJson } from './postures.js';
+import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName, storeNow } from '../../store/coordination.js';
+import type { Pool, PoolClient } from '../../store/pool.js';
+import { replicaList, type ReplicaRow } from '../../store/replicas.js';
+import type { Wire } from '../../core/wire.js';
+import { DEFAULT_TIMING } from '../../coordination/coordinator.js';
+import { replicaState, type ReplicaState } from '../../core/replica-state.js';
 
 export { replicaState, type ReplicaState };
 
-export interface ReplicaStatus {
-  id: string;
-  host: string;
-  site: string | null;
-  version: string;
-  httpAddress: string | null;
-  startedAt: string;
-  heartbeatAt: string;
-  heartbeatAgeMs: number;
+export type ReplicaStatus = Wire<Omit<ReplicaRow, 'quiesced' | 'stoppedAt'>> & {
   state: ReplicaState;
   /** Shards whose lease this replica holds now, ascending. */
   shards: number[];
   leader: boolean;
-}
+};
 
 export interface AdminStatus {
   /** The database clock at the time of the read. */

@@ -1,13 +1,13 @@
-import type { PlacementRequirement } from '../core/entry.js';
-import { identifierProblem, oneLine } from '../core/bounds.js';
-import { requirementProblems } from '../core/placement.js';
-import { Invalid } from '../errors.js';
-import { auditRecord } from '../store/audit.js';
-import { groupList, groupSet, type GroupRow } from '../store/groups.js';
-import { placementBind, placementList, placementUnbind, type BindingRow } from '../store/placement.js';
-import { withTransaction } from '../store/pool.js';
-import { poolLimitList, poolLimitSet, poolLimitUnset, type PoolRow } from '../store/pools.js';
-import { projectList, projectSet, type ProjectRow } from '../store/projects.js';
+import type { PlacementRequirement } from '../../core/entry.js';
+import { identifierProblem, oneLine } from '../../core/bounds.js';
+import { requirementProblems } from '../../core/placement.js';
+import { Invalid } from '../../errors.js';
+import { auditRecord } from '../../store/audit.js';
+import { groupList, groupSet, type GroupRow } from '../../store/groups.js';
+import { placementBind, placementList, placementUnbind, type BindingRow } from '../../store/placement.js';
+import { withTransaction } from '../../store/pool.js';
+import { poolLimitList, poolLimitSet, poolLimitUnset, type PoolRow } from '../../store/pools.js';
+import { projectList, projectSet, type ProjectRow } from '../../store/projects.js';
 import type { OpsContext } from './context.js';
 
 /**

@@ -1,11 +1,11 @@
-import { identifierProblem, oneLine } from '../core/bounds.js';
-import { parseDuration } from '../core/duration.js';
-import { SCOPES, type Scope } from '../core/tokens.js';
-import { Invalid, NotFound } from '../errors.js';
-import { auditRecord } from '../store/audit.js';
-import { withTransaction } from '../store/pool.js';
-import { runnersRemove } from '../store/runners.js';
-import { tokenCreate, tokenList, tokenRevoke, type TokenRow } from '../store/tokens.js';
+import { identifierProblem, oneLine } from '../../core/bounds.js';
+import { parseDuration } from '../../core/duration.js';
+import { SCOPES, type Scope } from '../../core/tokens.js';
+import { Invalid, NotFound } from '../../errors.js';
+import { auditRecord } from '../../store/audit.js';
+import { withTransaction } from '../../store/pool.js';
+import { runnersRemove } from '../../store/runners.js';
+import { tokenCreate, tokenList, tokenRevoke, type TokenRow } from '../../store/tokens.js';
 import type { OpsContext } from './context.js';
 
 export interface TokenCreated { id: string; kind: 'admin' | 'registration'; name: string; scope: Scope | null; groups: string[]; expiresAt: Date | null; secret: string }

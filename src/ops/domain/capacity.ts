@@ -1,7 +1,7 @@
-import { demandOf, NO_GROUP, UNMATCHED, whatIf, type CapacityState, type Levers } from '../core/capacity.js';
-import { Conflict, Invalid, NotFound } from '../errors.js';
-import { capacityRead } from '../store/capacity.js';
-import { buildFleetDemand, buildFleetWhatIf, type FleetDemandView, type FleetWhatIfView } from '../views/fleet-demand.js';
+import { demandOf, NO_GROUP, UNMATCHED, whatIf, type CapacityState, type Levers } from '../../core/capacity.js';
+import { Conflict, Invalid, NotFound } from '../../errors.js';
+import { capacityRead } from '../../store/capacity.js';
+import { buildFleetDemand, buildFleetWhatIf, type FleetDemandView, type FleetWhatIfView } from '../../views/fleet-demand.js';
 import type { OpsContext } from './context.js';
 
 /** A group name demand knows: one that exists, `(none)` or `(unmatched)`. */

@@ -1,10 +1,10 @@
-import { Conflict, Invalid, NotFound } from '../errors.js';
-import { auditRecord } from '../store/audit.js';
-import { withTransaction } from '../store/pool.js';
-import { runnerFind, runnersRemove } from '../store/runners.js';
-import { drainHeld, drainPreview, type DrainPreview, type DrainTargetJson, type HeldLease } from '../dispatch/drain.js';
-import { fleetDrainSet, fleetQueueRead, type DrainResult } from '../store/fleet.js';
-import { buildFleetQueue, type FleetQueueView } from '../views/fleet-queue.js';
+import { Conflict, Invalid, NotFound } from '../../errors.js';
+import { auditRecord } from '../../store/audit.js';
+import { withTransaction } from '../../store/pool.js';
+import { runnerFind, runnersRemove } from '../../store/runners.js';
+import { drainOutstanding, drainPreview, type DrainPreview, type DrainTargetJson, type OutstandingLease } from './drain.js';
+import { fleetDrainSet, fleetQueueRead, type DrainResult } from '../../store/fleet.js';
+import { buildFleetQueue, type FleetQueueView } from '../../views/fleet-queue.js';
 import type { OpsContext } from './context.js';
 
 export interface DrainInput { runner?: string; group?: string; reason?: string }
@@ -42,9 +42,9 @@ export async function fleetDrainPreview(ctx: OpsContext, p: { runner?: string; g
 }
 
 /** The leases still out on a drain target's runners: what `fleet drain --wait` polls until it is empty. */
-export async function fleetDrainHeld(ctx: OpsContext, p: { runner?: string; group?: string }): Promise<{ target: DrainTargetJson; leases: HeldLease[] }> {
+export async function fleetDrainOutstanding(ctx: OpsContext, p: { runner?: string; group?: string }): Promise<{ target: DrainTargetJson; leases: OutstandingLease[] }> {
   drainTarget(p);
-  return drainHeld(ctx.pool, { runner: p.runner, group: p.group });
+  return drainOutstanding(ctx.pool, { runner: p.runner, group: p.group });
 }
 
 /**

@@ -1,12 +1,12 @@
-import { DEFAULT_TIMING } from '../coordination/coordinator.js';
-import { Invalid } from '../errors.js';
-import { adminQueueRead } from '../store/admin-queue.js';
-import { storeNow } from '../store/coordination.js';
-import { fleetRead } from '../store/fleet.js';
-import { buildAdminQueue, type AdminQueueView } from '../views/admin-queue.js';
-import { buildRunners, type RunnersView } from '../views/runners.js';
+import { DEFAULT_TIMING } from '../../coordination/coordinator.js';
+import { Invalid } from '../../errors.js';
+import { adminQueueRead } from '../../store/admin-queue.js';
+import { storeNow } from '../../store/coordination.js';
+import { fleetRead } from '../../store/fleet.js';
+import { buildAdminQueue, type AdminQueueView } from '../../views/admin-queue.js';
+import { buildRunners, type RunnersView } from '../../views/runners.js';
 import type { OpsContext } from './context.js';
-import { ADMIN_QUEUE_MAX_LIMIT } from './verb-specs.js';
+import { ADMIN_QUEUE_MAX_LIMIT } from '../verb-specs.js';
 
 export { ADMIN_QUEUE_MAX_LIMIT };
 

@@ -1,7 +1,7 @@
-import { Conflict, DomainError, Failed, Forbidden, Invalid, NotFound, TimedOut, Unauthorized, Unavailable } from '../errors.js';
+import { Conflict, DomainError, Failed, Forbidden, Invalid, NotFound, TimedOut, Unauthorized, Unavailable } from '../../errors.js';
 import { nodeFetch, type FetchAnswer, type FetchLike } from './http-request.js';
-import type { Ops } from './index.js';
-import { pathParams, VERBS, type Verb, type VerbSpec } from './verb-specs.js';
+import type { Ops } from '../index.js';
+import { pathParams, VERBS, type Verb, type VerbSpec } from '../verb-specs.js';
 
 export interface HttpOpsOptions {
   /** Base URL of any replica, e.g. http://opschain.internal:7420. */
