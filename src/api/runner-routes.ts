@@ -15,6 +15,7 @@ import type { TokenRow } from '../store/tokens.js';
 import { sendError } from './errors.js';
 import { ParkedCalls, PARKED_PER_RUNNER, type ParkedCall } from './parked-calls.js';
 import { runnerAuth } from './runner-auth.js';
+import type { RunnerCredentials } from './runner-credentials.js';
 import { BODY_LIMIT, int4, int8, load, name as schemaName, names as schemaNames, nullableText, object, text } from './schema.js';
 
 export { PARKED_PER_RUNNER };
@@ -64,6 +65,8 @@ export interface RunnerRouteOptions {
   revocations: Revocations;
   /** The clock of the liveness throttle. */
   clock: Pick<Clock, 'now'>;
+  /** The replica's credential cache; without it every call reads its credential from the store. */
+  credentials?: RunnerCredentials;
 }
 
 /** What every runner route is served by. */
@@ -94,7 +97,7 @@ export function registerRunnerRoutes(app: App, dispatch: DispatchDeps, opts: Run
   registerRoute(app, r);
   app.register(async (scoped) => {
     // The credential is checked before the body is read: anonymous callers get 401 and nothing else.
-    scoped.addHook('onRequest', runnerAuth(dispatch.pool));
+    scoped.addHook('onRequest', runnerAuth(dispatch.pool, opts.credentials));
     acquireRoute(scoped, r);
     watchRoute(scoped, r);
     ackRoute(scoped, r);

@@ -5,8 +5,10 @@ export interface Listener { stop(): Promise<void> }
 /**
  * LISTEN on a channel over a dedicated connection, reconnecting after any failure, so
  * notifications from other processes (a CLI submit, another replica) wake this one at once.
+ * onNotify() without a payload follows every (re)connect: notices sent meanwhile were lost.
+ * onDown: the connection is gone, notices are being missed until the next onNotify().
  */
-export function listenChannel(connectionString: string, channel: string, onNotify: (payload?: string) => void, onError: (err: Error) => void): Listener {
+export function listenChannel(connectionString: string, channel: string, onNotify: (payload?: string) => void, onError: (err: Error) => void, onDown?: () => void): Listener {
   let stopped = false;
   let client: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
@@ -32,6 +34,7 @@ export function listenChannel(connectionString: string, channel: string, onNotif
   };
   const schedule = () => {
     if (stopped || retry) return;
+    onDown?.();
     client?.removeAllListeners('end');
     client?.end().catch(() => {});
     client = undefined;

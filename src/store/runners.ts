@@ -99,6 +99,12 @@ export async function runnerRegisterExclusive(pool: Pool, r: RunnerRegistration,
   });
 }
 
+/**
+ * NOTIFY channel of runners whose credential answer changed (removed, retired, drained); the
+ * payload is the runner id. Sent by a trigger (migration 0029) at commit, whatever the writer.
+ */
+export const RUNNER_CREDENTIALS_CHANNEL = 'opschain_runner_credentials';
+
 const RUNNERS_BY_CREDENTIALS = prepared(
   `SELECT * FROM runners WHERE credential_hash = ANY($1::text[]) AND deleted_at IS NULL`,
 );
@@ -120,8 +126,9 @@ export async function runnerTouch(db: Db, p: { runnerIds: string[]; replicaId: s
 }
 
 /**
- * Removes runners from the registry: their credentials stop working on every replica at once
- * (runnerByCredential reads only live rows) and they leave placement. Their live leases are left
+ * Removes runners from the registry: their credentials stop working on every replica within the
+ * delay of the notice the removal sends (runnersByCredentials reads only live rows; replicas'
+ * caches forget them at the notice) and they leave placement. Their live leases are left
  * to the expiry sweep (runner_lost), as for any runner that went away. Returns the removed runners.
  */
 export async function runnersRemove(db: Db, p: { ids?: string[]; registrationTokenId?: string }): Promise<Array<{ id: string; name: string }>> {
