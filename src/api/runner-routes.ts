@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../clock.js';
-import { turnBatcher } from '../core/turn-batch.js';
 import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
 import { emitDispatch } from '../dispatch/events.js';
@@ -10,9 +9,9 @@ import type { Revocations } from '../dispatch/revocations.js';
 import { Conflict, Unauthorized } from '../errors.js';
 import { leasesNotHeld } from '../store/lease-revoke.js';
 import { stepLogAppend } from '../store/logs.js';
-import { runnerTouch } from '../store/runners.js';
 import type { TokenRow } from '../store/tokens.js';
 import { sendError } from './errors.js';
+import { LivenessBatch } from './liveness-batch.js';
 import { ParkedCalls, PARKED_PER_RUNNER, type ParkedCall } from './parked-calls.js';
 import { runnerAuth } from './runner-auth.js';
 import type { RunnerCredentials } from './runner-credentials.js';
@@ -63,8 +62,8 @@ export interface RunnerRouteOptions {
   maxStepLogBytes?: number;
   /** Wakes parked watch calls when a lease of their runner is revoked. */
   revocations: Revocations;
-  /** The clock of the liveness throttle. */
-  clock: Pick<Clock, 'now'>;
+  /** The clock of the liveness throttle and of its batched writes. */
+  clock: Clock;
   /** The replica's credential cache; without it every call reads its credential from the store. */
   credentials?: RunnerCredentials;
 }
@@ -81,19 +80,19 @@ type App = FastifyInstance;
 
 /** The runner protocol of docs/runner-protocol.md. */
 export function registerRunnerRoutes(app: App, dispatch: DispatchDeps, opts: RunnerRouteOptions): void {
-  // The runners seen in one turn of the event loop are touched by one statement.
-  const touchInTurn = turnBatcher(async (runnerIds: string[]) => {
-    await runnerTouch(dispatch.pool, { runnerIds, replicaId: dispatch.replicaId });
-    return new Map<string, never>();
-  });
+  // The runners seen on this replica are written together, once a second, by one statement.
+  const liveness = new LivenessBatch({ pool: dispatch.pool, replicaId: dispatch.replicaId, clock: opts.clock, log: dispatch.log });
+  liveness.start();
   const r: RunnerRoutes = {
     dispatch,
     registration: new RunnerRegistration(dispatch),
-    parked: new ParkedCalls({ clock: opts.clock, touch: touchInTurn }),
+    parked: new ParkedCalls({ clock: opts.clock, touch: (runnerId) => liveness.touch(runnerId) }),
     opts,
   };
   // A shutdown answers every poll in flight empty before HTTP waits for its requests.
   app.addHook('preClose', async () => r.parked.close());
+  // The sightings not yet written are written before the store closes.
+  app.addHook('onClose', async () => liveness.stop());
   registerRoute(app, r);
   app.register(async (scoped) => {
     // The credential is checked before the body is read: anonymous callers get 401 and nothing else.

@@ -125,6 +125,24 @@ export async function runnerTouch(db: Db, p: { runnerIds: string[]; replicaId: s
   await db.query(RUNNER_TOUCH([p.runnerIds, p.replicaId]));
 }
 
+const RUNNERS_SEEN = prepared(
+  `UPDATE runners r
+      SET last_seen_at = greatest(r.last_seen_at, now() - s.ago_ms * interval '1 millisecond'), last_replica = $3, state = 'online'
+     FROM unnest($1::text[], $2::int[]) AS s(id, ago_ms)
+    WHERE r.id = s.id`,
+);
+
+/**
+ * Liveness of a batch of runners seen on this replica, in one statement: each stamped with the
+ * database's clock less how long ago (by this replica's clock) its call arrived, so a batch
+ * written a second late records the sightings as they were; never moved backwards (a later
+ * sighting on another replica stands).
+ */
+export async function runnersSeen(db: Db, p: { replicaId: string; seen: Array<{ runnerId: string; agoMs: number }> }): Promise<void> {
+  if (p.seen.length === 0) return;
+  await db.query(RUNNERS_SEEN([p.seen.map((x) => x.runnerId), p.seen.map((x) => Math.max(0, Math.round(x.agoMs))), p.replicaId]));
+}
+
 /**
  * Removes runners from the registry: their credentials stop working on every replica within the
  * delay of the notice the removal sends (runnersByCredentials reads only live rows; replicas'
