@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../clock.js';
+import { jitteredPollMs } from '../core/poll-jitter.js';
 import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
 import { emitDispatch } from '../dispatch/events.js';
@@ -66,6 +67,8 @@ export interface RunnerRouteOptions {
   clock: Clock;
   /** The replica's credential cache; without it every call reads its credential from the store. */
   credentials?: RunnerCredentials;
+  /** The jitter of long-poll windows, in [0, 1); Math.random unless a test fixes it. */
+  random?: () => number;
 }
 
 /** What every runner route is served by. */
@@ -190,7 +193,8 @@ function acquireRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void 
           runner,
           requestId: req.body.request_id,
           maxOffers: req.body.max_offers ?? 1,
-          waitMs: Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs),
+          // Jittered, so runners that parked together are not all answered empty together.
+          waitMs: jitteredPollMs(Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs), opts.random ?? Math.random),
           onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
           ackOnDelivery: req.body.ack_on_delivery === true,
           fresh: req.body.fresh === true,
