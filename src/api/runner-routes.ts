@@ -13,6 +13,7 @@ import { stepLogAppend } from '../store/logs.js';
 import type { TokenRow } from '../store/tokens.js';
 import { sendError } from './errors.js';
 import { LivenessBatch } from './liveness-batch.js';
+import { RegistrationGate, REGISTRATION_RETRY_AFTER_S } from './registration-gate.js';
 import { ParkedCalls, PARKED_PER_RUNNER, type ParkedCall } from './parked-calls.js';
 import { runnerAuth } from './runner-auth.js';
 import type { RunnerCredentials } from './runner-credentials.js';
@@ -67,6 +68,8 @@ export interface RunnerRouteOptions {
   clock: Clock;
   /** The replica's credential cache; without it every call reads its credential from the store. */
   credentials?: RunnerCredentials;
+  /** The registrations this replica serves at once (a test may hold permits). */
+  registrationGate?: RegistrationGate;
   /** The jitter of long-poll windows, in [0, 1); Math.random unless a test fixes it. */
   random?: () => number;
 }
@@ -119,10 +122,23 @@ function abortOnClose(socket: { once(e: 'close', f: () => void): unknown; off(e:
 
 function registerRoute(app: App, { registration, dispatch, opts }: RunnerRoutes): void {
   const tokens = new WeakMap<object, TokenRow>();
+  const gate = opts.registrationGate ?? new RegistrationGate();
   app.post<{ Body: any }>(
     '/api/runner/register',
     {
       bodyLimit: BODY_LIMIT.small,
+      // Too many registrations in flight: 429 at once, before any store work (RegistrationGate).
+      onRequest: async (req, reply) => {
+        const release = gate.enter();
+        if (!release) {
+          return reply
+            .code(429)
+            .header('retry-after', String(REGISTRATION_RETRY_AFTER_S))
+            .send({ error: { code: 'too_many_registrations', message: `too many registrations in flight on this server (at most ${gate.permits}); retry after ${REGISTRATION_RETRY_AFTER_S} s` } });
+        }
+        // Released when the answer is sent or the caller goes away, whichever comes first.
+        reply.raw.once('close', release);
+      },
       // The credential travels in the body: check it before the schema, so a caller without a
       // live registration token learns nothing about the fields (401, not a field-level 400).
       preValidation: async (req, reply) => {
