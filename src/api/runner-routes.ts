@@ -129,15 +129,21 @@ function registerRoute(app: App, { registration, dispatch, opts }: RunnerRoutes)
       bodyLimit: BODY_LIMIT.small,
       // Too many registrations in flight: 429 at once, before any store work (RegistrationGate).
       onRequest: async (req, reply) => {
-        const release = gate.enter();
-        if (!release) {
-          return reply
+        const gone = new AbortController();
+        reply.raw.once('close', () => gone.abort());
+        const refuse = () =>
+          reply
             .code(429)
             .header('retry-after', String(REGISTRATION_RETRY_AFTER_S))
-            .send({ error: { code: 'too_many_registrations', message: `too many registrations in flight on this server (at most ${gate.permits}); retry after ${REGISTRATION_RETRY_AFTER_S} s` } });
-        }
+            .send({ error: { code: 'too_many_registrations', message: `too many registrations in flight on this server (${gate.permits} served, ${gate.maxWaiting} waiting); retry after ${REGISTRATION_RETRY_AFTER_S} s` } });
+        const entered = gate.enter(gone.signal);
+        if (!entered) return refuse();
+        const release = await entered;
+        // The caller went away while it waited: nobody reads the answer.
+        if (!release) return refuse();
         // Released when the answer is sent or the caller goes away, whichever comes first.
-        reply.raw.once('close', release);
+        if (gone.signal.aborted) release();
+        else reply.raw.once('close', release);
       },
       // The credential travels in the body: check it before the schema, so a caller without a
       // live registration token learns nothing about the fields (401, not a field-level 400).

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REGISTRATIONS_IN_FLIGHT } from '../../src/api/registration-gate.js';
+import { RegistrationGate, REGISTRATIONS_IN_FLIGHT, REGISTRATIONS_WAITING } from '../../src/api/registration-gate.js';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { serverFeatures } from '../../src/features.js';
 import { createLogger } from '../../src/logger.js';
@@ -8,6 +8,30 @@ import type { ServerHandle } from '../../src/server.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
+
+describe('RegistrationGate', () => {
+  it('serves its permits, queues up to its bound, refuses beyond, and hands a released permit to the next in line', async () => {
+    const gate = new RegistrationGate(2, 2);
+    const a = (await gate.enter())!;
+    const b = (await gate.enter())!;
+    const third = gate.enter()!;
+    const gone = new AbortController();
+    const fourth = gate.enter(gone.signal)!;
+    expect(gate.enter()).toBeUndefined();
+    expect(gate.load).toEqual({ inFlight: 2, waiting: 2 });
+    // A caller that goes away leaves the queue.
+    gone.abort();
+    expect(await fourth).toBeUndefined();
+    expect(gate.load).toEqual({ inFlight: 2, waiting: 1 });
+    a();
+    a();
+    const c = (await third)!;
+    expect(gate.load).toEqual({ inFlight: 2, waiting: 0 });
+    b();
+    c();
+    expect(gate.load).toEqual({ inFlight: 0, waiting: 0 });
+  });
+});
 
 describe('registration under a stampede', () => {
   const db = useTestDatabase();
@@ -41,24 +65,40 @@ describe('registration under a stampede', () => {
   const waitingOnLock = async () =>
     (await db.current.pool.query(`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE d.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted`)).rows[0].n as number;
 
-  it(`beyond ${REGISTRATIONS_IN_FLIGHT} registrations in flight the next is 429 with Retry-After at once, and passes once they end`, async () => {
+  const full = REGISTRATIONS_IN_FLIGHT + REGISTRATIONS_WAITING;
+  /**
+   * Fills the gate: `full` registrations of a held name (the first ones wait on its lock inside
+   * their transaction, the rest in the queue), then probes until one is refused. A probe that is
+   * queued instead gives up after a moment, which takes it out of the queue again.
+   */
+  const fill = async (name: string) => {
+    const held = Array.from({ length: full }, () => register(name));
+    await waitFor(async () => (await waitingOnLock()) === REGISTRATIONS_IN_FLIGHT, { what: 'the registrations to wait on the name' });
+    const refused = await waitFor(async () => {
+      const r = await fetch(`${server.url}/api/runner/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ registration_token: reg, name: 'gate-probe' }), signal: AbortSignal.timeout(300) }).catch(() => undefined);
+      return r?.status === 429 ? r : undefined;
+    }, { what: 'a registration refused' });
+    return { held, refused };
+  };
+
+  it(`beyond ${REGISTRATIONS_IN_FLIGHT} registrations served and ${REGISTRATIONS_WAITING} waiting the next is 429 with Retry-After at once, and passes once they end`, async () => {
     const release = await holdName('gate-held');
     let held: Array<Promise<Response>> = [];
     try {
-      held = Array.from({ length: REGISTRATIONS_IN_FLIGHT }, () => register('gate-held'));
-      await waitFor(async () => (await waitingOnLock()) === REGISTRATIONS_IN_FLIGHT, { what: 'the registrations to wait on the name' });
-      const refused = await register('gate-other');
+      const filled = await fill('gate-held');
+      held = filled.held;
+      const refused = filled.refused!;
       expect(refused.status).toBe(429);
       expect(refused.headers.get('retry-after')).toBe('1');
-      expect(await refused.json()).toEqual({ error: { code: 'too_many_registrations', message: `too many registrations in flight on this server (at most ${REGISTRATIONS_IN_FLIGHT}); retry after 1 s` } });
+      expect(await refused.json()).toEqual({ error: { code: 'too_many_registrations', message: `too many registrations in flight on this server (${REGISTRATIONS_IN_FLIGHT} served, ${REGISTRATIONS_WAITING} waiting); retry after 1 s` } });
       // Refused before any store work: nothing of that name was written.
-      expect((await db.current.pool.query(`SELECT count(*)::int AS n FROM runners WHERE name = 'gate-other'`)).rows[0].n).toBe(0);
+      expect((await db.current.pool.query(`SELECT count(*)::int AS n FROM runners WHERE name = 'gate-probe'`)).rows[0].n).toBe(0);
     } finally {
       await release();
     }
     // One of the held ones registers the name, the rest find it taken: every permit comes back.
     const statuses = (await Promise.all(held)).map((r) => r.status).sort();
-    expect(statuses).toEqual([201, ...Array.from({ length: REGISTRATIONS_IN_FLIGHT - 1 }, () => 409)]);
+    expect(statuses).toEqual([201, ...Array.from({ length: full - 1 }, () => 409)]);
     expect((await register('gate-other')).status).toBe(201);
   });
 
@@ -70,8 +110,7 @@ describe('registration under a stampede', () => {
     let held: Array<Promise<Response>> = [];
     let registered: ReturnType<RunnerClient['register']> | undefined;
     try {
-      held = Array.from({ length: REGISTRATIONS_IN_FLIGHT }, () => register('gate-held-2'));
-      await waitFor(async () => (await waitingOnLock()) === REGISTRATIONS_IN_FLIGHT, { what: 'the registrations to wait on the name' });
+      held = (await fill('gate-held-2')).held;
       registered = client.register({ registration_token: reg, name: 'gate-patient' });
       await waitFor(() => sleeps.length > 0, { what: 'the runner to be refused and wait' });
     } finally {
