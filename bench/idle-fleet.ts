@@ -45,14 +45,27 @@ async function main(): Promise<void> {
     await server.ready(async () => readServerRecord(home)?.url);
     const { secret } = await tokenCreate(pool, { kind: 'registration', name: 'idle-fleet' });
     fleet = new SimFleet({ urls: [server.url], registrationToken: secret, runners, slots: 1, waitMs });
+    const commits = async () => Number((await pool.query(`SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`)).rows[0].xact_commit);
+    // Runner rows the store handed out (ticks' parked-runner reads, credential reads): statistics
+    // are flushed lazily, so each read forces this backend's and waits for the server's flush.
+    const runnerRowsRead = async () => {
+      await new Promise((r) => setTimeout(r, 1_100));
+      const { rows } = await pool.query(`SELECT coalesce(idx_tup_fetch, 0) AS idx, coalesce(seq_tup_read, 0) AS seq FROM pg_stat_user_tables WHERE relname = 'runners'`);
+      return { byIndex: Number(rows[0].idx), byScan: Number(rows[0].seq) };
+    };
+    const rows0 = await runnerRowsRead();
     const t0 = performance.now();
     const cpu0 = server.cpuMs()!;
     await fleet.register();
     const registerS = (performance.now() - t0) / 1000;
     const registerCpu = server.cpuMs()! - cpu0;
+    const rowsRegistered = await runnerRowsRead();
+    const cpuP = server.cpuMs()!;
+    // Then the whole fleet parks at once, as after a replica restart.
     fleet.start();
     await new Promise((r) => setTimeout(r, Number(values['warm-up-seconds']) * 1000));
-    const commits = async () => Number((await pool.query(`SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`)).rows[0].xact_commit);
+    const rows1 = await runnerRowsRead();
+    const cpuParked = server.cpuMs()! - cpuP;
     const [c0, cpuA, a0, at0] = [await commits(), server.cpuMs()!, fleet.counters.acquires, performance.now()];
     await new Promise((r) => setTimeout(r, seconds * 1000));
     const [c1, cpuB, a1, at1] = [await commits(), server.cpuMs()!, fleet.counters.acquires, performance.now()];
@@ -62,6 +75,9 @@ async function main(): Promise<void> {
       waitMs,
       registerSeconds: +registerS.toFixed(2),
       registerCpuPctOfCore: +((registerCpu / 1000 / registerS) * 100).toFixed(1),
+      runnerRowsReadRegistering: rowsRegistered.byIndex + rowsRegistered.byScan - rows0.byIndex - rows0.byScan,
+      runnerRowsReadParking: rows1.byIndex + rows1.byScan - rowsRegistered.byIndex - rowsRegistered.byScan,
+      parkingCpuMs: cpuParked,
       idleCpuPctOfCore: +(((cpuB - cpuA) / 1000 / s) * 100).toFixed(1),
       storeCommitsPerSecond: +((c1 - c0) / s).toFixed(1),
       acquiresPerSecond: +((a1 - a0) / s).toFixed(1),
