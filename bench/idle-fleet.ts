@@ -12,9 +12,11 @@ import { SimFleet } from './sim-fleet.js';
 
 /**
  * What an idle fleet costs one replica: N simulated runners register against a real
- * `opschain server start` on a fresh database, then long-poll an empty queue; over the measured
- * window it prints the server's CPU (from /proc) and the store's committed transactions per
- * second (pg_stat_database.xact_commit of that database, the bench's own two reads included).
+ * `opschain server start` on a fresh database, then all park at once and long-poll an empty
+ * queue. Prints the runner rows the store read while they registered and while they parked
+ * (pg_stat_user_tables), and over the measured window the server's CPU (from /proc) and the
+ * store's committed transactions per second (pg_stat_database.xact_commit of that database, the
+ * bench's own two reads included).
  *
  *   npm run build && node dist/bench/idle-fleet.js --database-url postgres://postgres@127.0.0.1:5432/postgres \
  *     --runners 500 --wait-ms 1000 --seconds 20
@@ -46,8 +48,8 @@ async function main(): Promise<void> {
     const { secret } = await tokenCreate(pool, { kind: 'registration', name: 'idle-fleet' });
     fleet = new SimFleet({ urls: [server.url], registrationToken: secret, runners, slots: 1, waitMs });
     const commits = async () => Number((await pool.query(`SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`)).rows[0].xact_commit);
-    // Runner rows the store handed out (ticks' parked-runner reads, credential reads): statistics
-    // are flushed lazily, so each read forces this backend's and waits for the server's flush.
+    // Runner rows the store handed out (ticks' parked-runner reads, credential reads, registrations'
+    // name lookups): backends report their table statistics up to a second late, so wait that first.
     const runnerRowsRead = async () => {
       await new Promise((r) => setTimeout(r, 1_100));
       const { rows } = await pool.query(`SELECT coalesce(idx_tup_fetch, 0) AS idx, coalesce(seq_tup_read, 0) AS seq FROM pg_stat_user_tables WHERE relname = 'runners'`);
