@@ -116,6 +116,18 @@ describe('runner credential notices (real PostgreSQL)', () => {
     for (const c of caches) expect(c.get(kept.credentialHash)?.id).toBe(kept.id);
   });
 
+  it('with no listen URL (a transaction pooler) no listener starts and the cache never turns on: every credential is read from the store', async () => {
+    const { credentials: c, part } = runnerCredentialsFeed({ listenUrl: null, clock: systemClock, log });
+    stops.push(() => part.stop());
+    const r = await registered('rc-no-listen');
+    c.put(c.mark(), [r]);
+    expect(c.isListening).toBe(false);
+    expect(c.get(r.credentialHash)).toBeUndefined();
+    expect(c.size).toBe(0);
+    const listeners = await db.current.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN "opschain_runner_credentials"'`);
+    expect(listeners.rows[0].n).toBe(0);
+  });
+
   it('a listener that loses its connection turns the cache off until it listens again, empty', async () => {
     const c = await replicaCache();
     const r = await registered('rc-reconnect');
