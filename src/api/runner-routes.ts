@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../clock.js';
-import { turnBatcher } from '../core/turn-batch.js';
+import type { ReplicaPart } from '../context.js';
+import { jitteredPollMs } from '../core/poll-jitter.js';
 import { acquireCarrying } from '../dispatch/acquire.js';
 import type { DispatchDeps } from '../dispatch/deps.js';
 import { emit as emitDispatch } from '../events.js';
@@ -10,11 +11,13 @@ import type { Revocations } from '../dispatch/revocations.js';
 import { Conflict, Unauthorized } from '../errors.js';
 import { leasesNotHeld } from '../store/lease-revoke.js';
 import { stepLogAppend } from '../store/logs.js';
-import { runnerTouch } from '../store/runners.js';
 import type { TokenRow } from '../store/tokens.js';
 import { sendError } from './errors.js';
+import { LivenessBatch } from './liveness-batch.js';
+import { RegistrationGate, REGISTRATION_RETRY_AFTER_S } from './registration-gate.js';
 import { ParkedCalls, PARKED_PER_RUNNER, type ParkedCall } from './parked-calls.js';
 import { runnerAuth } from './runner-auth.js';
+import type { RunnerCredentials } from './runner-credentials.js';
 import { BODY_LIMIT, int4, int8, load, name as schemaName, names as schemaNames, nullableText, object, text } from './schema.js';
 
 export { PARKED_PER_RUNNER };
@@ -62,8 +65,14 @@ export interface RunnerRouteOptions {
   maxStepLogBytes?: number;
   /** Wakes parked watch calls when a lease of their runner is revoked. */
   revocations: Revocations;
-  /** The clock of the liveness throttle. */
-  clock: Pick<Clock, 'now'>;
+  /** The clock of the liveness throttle and of its batched writes. */
+  clock: Clock;
+  /** The replica's credential cache; without it every call reads its credential from the store. */
+  credentials?: RunnerCredentials;
+  /** The registrations this replica serves at once (a test may hold permits). */
+  registrationGate?: RegistrationGate;
+  /** The jitter of long-poll windows, in [0, 1); Math.random unless a test fixes it. */
+  random?: () => number;
 }
 
 /** What every runner route is served by. */
@@ -76,17 +85,15 @@ interface RunnerRoutes {
 
 type App = FastifyInstance;
 
-/** The runner protocol of docs/runner-protocol.md. */
-export function registerRunnerRoutes(app: App, dispatch: DispatchDeps, opts: RunnerRouteOptions): void {
-  // The runners seen in one turn of the event loop are touched by one statement.
-  const touchInTurn = turnBatcher(async (runnerIds: string[]) => {
-    await runnerTouch(dispatch.pool, { runnerIds, replicaId: dispatch.replicaId });
-    return new Map<string, never>();
-  });
+/** The runner protocol of docs/runner-protocol.md; returns the part of its batched liveness writes. */
+export function registerRunnerRoutes(app: App, dispatch: DispatchDeps, opts: RunnerRouteOptions): ReplicaPart {
+  // The runners seen on this replica are written together, once a second, by one statement.
+  const liveness = new LivenessBatch({ pool: dispatch.pool, replicaId: dispatch.replicaId, clock: opts.clock, log: dispatch.log });
+  liveness.start();
   const r: RunnerRoutes = {
     dispatch,
     registration: new RegistrationService(dispatch),
-    parked: new ParkedCalls({ clock: opts.clock, touch: touchInTurn }),
+    parked: new ParkedCalls({ clock: opts.clock, touch: (runnerId) => liveness.touch(runnerId) }),
     opts,
   };
   // A shutdown answers every poll in flight empty before HTTP waits for its requests.
@@ -94,7 +101,7 @@ export function registerRunnerRoutes(app: App, dispatch: DispatchDeps, opts: Run
   registerRoute(app, r);
   app.register(async (scoped) => {
     // The credential is checked before the body is read: anonymous callers get 401 and nothing else.
-    scoped.addHook('onRequest', runnerAuth(dispatch.pool));
+    scoped.addHook('onRequest', runnerAuth(dispatch.pool, opts.credentials));
     acquireRoute(scoped, r);
     watchRoute(scoped, r);
     ackRoute(scoped, r);
@@ -103,6 +110,8 @@ export function registerRunnerRoutes(app: App, dispatch: DispatchDeps, opts: Run
     completeRoute(scoped, r);
     logsRoute(scoped, r);
   });
+  // Stopped after HTTP closed and before the pool does: the sightings not yet written are written.
+  return { halt: () => liveness.halt(), stop: () => liveness.stop() };
 }
 
 /** A poll's socket closing aborts it; returns the undo. */
@@ -114,10 +123,29 @@ function abortOnClose(socket: { once(e: 'close', f: () => void): unknown; off(e:
 
 function registerRoute(app: App, { registration, dispatch, opts }: RunnerRoutes): void {
   const tokens = new WeakMap<object, TokenRow>();
+  const gate = opts.registrationGate ?? new RegistrationGate();
   app.post<{ Body: any }>(
     '/api/runner/register',
     {
       bodyLimit: BODY_LIMIT.small,
+      // Too many registrations in flight: 429 at once, before any store work (RegistrationGate).
+      onRequest: async (req, reply) => {
+        const gone = new AbortController();
+        reply.raw.once('close', () => gone.abort());
+        const refuse = () =>
+          reply
+            .code(429)
+            .header('retry-after', String(REGISTRATION_RETRY_AFTER_S))
+            .send({ error: { code: 'too_many_registrations', message: `too many registrations in flight on this server (${gate.permits} served, ${gate.maxWaiting} waiting); retry after ${REGISTRATION_RETRY_AFTER_S} s` } });
+        const entered = gate.enter(gone.signal);
+        if (!entered) return refuse();
+        const release = await entered;
+        // The caller went away while it waited: nobody reads the answer.
+        if (!release) return refuse();
+        // Released when the answer is sent or the caller goes away, whichever comes first.
+        if (gone.signal.aborted) release();
+        else reply.raw.once('close', release);
+      },
       // The credential travels in the body: check it before the schema, so a caller without a
       // live registration token learns nothing about the fields (401, not a field-level 400).
       preValidation: async (req, reply) => {
@@ -188,7 +216,8 @@ function acquireRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void 
           runner,
           requestId: req.body.request_id,
           maxOffers: req.body.max_offers ?? 1,
-          waitMs: Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs),
+          // Jittered, so runners that parked together are not all answered empty together.
+          waitMs: jitteredPollMs(Math.min(req.body.wait_ms ?? opts.pollWindowMs, opts.pollWindowMs), opts.random ?? Math.random),
           onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
           fresh: req.body.fresh === true,
           signal: call.signal,

@@ -95,6 +95,8 @@ interface Attempt {
   parkedRead: ReturnType<typeof fleetParkedRead>;
   /** Claims lock their entries (the client is in a transaction) or only read them. */
   locked: boolean;
+  /** parkedRead read the posture alone: the parked runners are read once a claim finds work. */
+  lean?: boolean;
   /** Offers the calls already received in this tick: their slots are that many fewer. */
   taken?: Map<ParkedAcquire, number>;
 }
@@ -128,6 +130,12 @@ export class Dispatcher implements DispatchDeps {
   private heldLastTick = false;
   /** The last tick claimed entries only a locked claim may take: the next locks from the start. */
   private lockedLastTick = false;
+  /**
+   * The last tick claimed nothing and saw nothing due: the next reads the posture alone beside its
+   * claim and the parked runners only if the claim finds work, so runners parking on an idle
+   * replica (each arrival kicks a tick) do not have every parked runner read again and again.
+   */
+  private idleLastTick = false;
   private wake: () => void = () => {};
 
   constructor(opts: DispatcherOptions) {
@@ -188,8 +196,11 @@ export class Dispatcher implements DispatchDeps {
   async tick(): Promise<TickResult> {
     const calls = this.registry.snapshot();
     try {
-      return await this.tickOver(calls);
+      const result = await this.tickOver(calls);
+      if (result.waiters > 0) this.idleLastTick = result.tookAll && result.claimed === 0;
+      return result;
     } catch (err) {
+      this.idleLastTick = false;
       // Its delivery may have committed: the callers retry their request ids and find it.
       this.registry.failUnanswered(calls, err);
       throw err;
@@ -220,7 +231,8 @@ export class Dispatcher implements DispatchDeps {
     // the first claim (after BEGIN, when locked): the round trips overlap instead of queueing
     // behind one another. A replica that last found offers held reads the posture alone first, so
     // a held fleet costs that statement only.
-    const parkedRead = fleetParkedRead(this.pool, runnerIdsOf(calls));
+    const lean = this.idleLastTick;
+    const parkedRead = fleetParkedRead(this.pool, lean ? [] : runnerIdsOf(calls));
     // Awaited below; a failure is answered there, not as an unhandled rejection meanwhile.
     parkedRead.catch(() => {});
     if (this.heldLastTick) {
@@ -235,12 +247,12 @@ export class Dispatcher implements DispatchDeps {
     // its own, which must share the delivery's transaction.
     const unlocked = this.hooks.stepsStartedWithDelivery !== undefined && !this.lockedLastTick;
     const state: TickState = { result, lockNeeded: false };
-    let delivered = unlocked ? await withClient(this.pool, (client) => this.attempt(state, { client, calls, parkedRead, locked: false })) : NEEDS_LOCKS;
+    let delivered = unlocked ? await withClient(this.pool, (client) => this.attempt(state, { client, calls, parkedRead, locked: false, lean })) : NEEDS_LOCKS;
     if (delivered === NEEDS_LOCKS) {
       this.lockedLastTick = true;
       Object.assign(result, { claimed: 0, returned: 0 });
       state.lockNeeded = false;
-      delivered = await this.lockedAttempt((client) => this.attempt(state, { client, calls, parkedRead, locked: true }));
+      delivered = await this.lockedAttempt((client) => this.attempt(state, { client, calls, parkedRead, locked: true, lean }));
       if (!state.lockNeeded) this.lockedLastTick = false;
     } else if (delivered && delivered.lost > 0) {
       // Another dispatcher took entries this one read (a shard changing hands, or its aged lane):
@@ -298,7 +310,7 @@ export class Dispatcher implements DispatchDeps {
    * Claims page by page and plans each page over the calls into a tick ledger; writes nothing.
    * Null: offers are held, or no call can take anything (what was claimed stays where it was).
    */
-  private async plan(state: TickState, { client, calls, parkedRead, locked, taken }: Attempt): Promise<TickPlan | null | typeof NEEDS_LOCKS> {
+  private async plan(state: TickState, { client, calls, parkedRead, locked, taken, lean }: Attempt): Promise<TickPlan | null | typeof NEEDS_LOCKS> {
     const { result } = state;
     const waiters = new TickWaiters(taken);
     const shards = this.ownedShards();
@@ -313,8 +325,8 @@ export class Dispatcher implements DispatchDeps {
     // The first claim asks for every slot the calls hold: a call of a drained runner, or a runner
     // with no room left, leaves what it would have taken unplaced, in place.
     const firstLimit = Math.min(slotsOf(calls) - [...(taken?.values() ?? [])].reduce((n, k) => n + k, 0), MAX_CLAIMED);
-    const [parked, firstClaims] = await Promise.all([parkedRead, claim(firstLimit)]);
-    const held = offersHeldBy(parked.posture);
+    const [atStart, firstClaims] = await Promise.all([parkedRead, claim(firstLimit)]);
+    const held = offersHeldBy(atStart.posture);
     if (held) {
       // Claimed entries are at most locked: the commit leaves them where they were.
       this.heldLastTick = true;
@@ -322,6 +334,11 @@ export class Dispatcher implements DispatchDeps {
       return null;
     }
     if (!locked && state.lockNeeded) return NEEDS_LOCKS;
+    if (lean && firstClaims.length === 0) {
+      // Nothing due, as last time: the same empty outcome a full read would have planned to.
+      return { ledger: new TickLedger(this.fair), waiters, lastShort: true, unplaced: [] };
+    }
+    const parked = lean ? await fleetParkedRead(client, runnerIdsOf(calls)) : atStart;
     waiters.add(calls, parked.runners);
     // No call here can take anything: what the first claim found stays where it was.
     if (waiters.open().length === 0) return null;

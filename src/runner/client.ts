@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '../clock.js';
-import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from '../core/retry-backoff.js';
+import { backoffDelay, DEFAULT_BACKOFF, parseRetryAfterMs, retryAfterDelay, type BackoffPolicy } from '../core/retry-backoff.js';
 import type { Logger } from '../logger.js';
 import {
   CREDENTIAL_INVALID,
@@ -216,6 +216,8 @@ export class RunnerClient {
     const again = opts.retryBody === undefined ? first : JSON.stringify(opts.retryBody);
     for (;;) {
       const payload = failures === 0 ? first : again;
+      // What the last refusal asked us to wait (429/503 with Retry-After): honoured, with jitter.
+      let retryAfterMs: number | undefined;
       if (opts.signal?.aborted) throw new CallAbortedError(path);
       const server = this.server;
       const url = `${server}/api/runner/${path}`;
@@ -246,6 +248,7 @@ export class RunnerClient {
           throw new ProtocolError(500, path, `${errorText(parsed, res.statusText)} (${fiveHundreds} times; not retried further)`);
         }
         problem = `HTTP ${res.status}: ${errorText(parsed, res.statusText)}`;
+        retryAfterMs = parseRetryAfterMs(res.headers.get('retry-after'), Date.now());
       } catch (err) {
         if (err instanceof CredentialInvalidError || err instanceof ProtocolError) throw err;
         if (opts.signal?.aborted) throw new CallAbortedError(path);
@@ -264,7 +267,8 @@ export class RunnerClient {
       // Try every server once before backing off, so a dead first server costs one round trip.
       if (this.servers.length === 1 || failures % this.servers.length === 0) {
         const round = Math.ceil(failures / this.servers.length);
-        await this.clock.sleep(backoffDelay(round, this.random(), this.backoff), opts.signal);
+        const backoff = backoffDelay(round, this.random(), this.backoff);
+        await this.clock.sleep(retryAfterMs === undefined ? backoff : retryAfterDelay(retryAfterMs, backoff, this.random()), opts.signal);
       }
     }
   }

@@ -5,10 +5,13 @@ export interface Listener { stop(): Promise<void> }
 /**
  * LISTEN on a channel over a dedicated connection, reconnecting after any failure, so
  * notifications from other processes (a CLI submit, another replica) wake this one at once.
+ * onNotify() without a payload follows every (re)connect: notices sent meanwhile were lost.
+ * onDown: the connection is gone, notices are being missed until the next onNotify().
  * With no URL (the store is a transaction pooler and no direct session was given) nothing
- * listens: the loops fall back to their polling cadence.
+ * listens: the loops fall back to their polling cadence, and onNotify/onDown are never called
+ * (a consumer that trusts notices must treat "never up" as "down").
  */
-export function listenChannel(connectionString: string | null, channel: string, onNotify: (payload?: string) => void, onError: (err: Error) => void): Listener {
+export function listenChannel(connectionString: string | null, channel: string, onNotify: (payload?: string) => void, onError: (err: Error) => void, onDown?: () => void): Listener {
   if (connectionString === null) return { stop: async () => {} };
   let stopped = false;
   let client: pg.Client | undefined;
@@ -35,6 +38,7 @@ export function listenChannel(connectionString: string | null, channel: string, 
   };
   const schedule = () => {
     if (stopped || retry) return;
+    onDown?.();
     client?.removeAllListeners('end');
     client?.end().catch(() => {});
     client = undefined;

@@ -97,6 +97,12 @@ export async function runnerRegisterExclusive(pool: Pool, r: RunnerRegistration,
   });
 }
 
+/**
+ * NOTIFY channel of runners whose credential answer changed (removed, retired, drained); the
+ * payload is the runner id. Sent by a trigger (migration 0003) at commit, whatever the writer.
+ */
+export const RUNNER_CREDENTIALS_CHANNEL = 'opschain_runner_credentials';
+
 const RUNNERS_BY_CREDENTIALS = prepared(
   `SELECT * FROM runners WHERE credential_hash = ANY($1::text[]) AND deleted_at IS NULL`,
 );
@@ -117,9 +123,28 @@ export async function runnerTouch(db: Db, p: { runnerIds: string[]; replicaId: s
   await db.query(RUNNER_TOUCH([p.runnerIds, p.replicaId]));
 }
 
+const RUNNERS_SEEN = prepared(
+  `UPDATE runners r
+      SET last_seen_at = greatest(r.last_seen_at, now() - s.ago_ms * interval '1 millisecond'), last_replica = $3, state = 'online'
+     FROM unnest($1::text[], $2::int[]) AS s(id, ago_ms)
+    WHERE r.id = s.id`,
+);
+
 /**
- * Removes runners from the registry: their credentials stop working on every replica at once
- * (runnerByCredential reads only live rows) and they leave placement. Their live leases are left
+ * Liveness of a batch of runners seen on this replica, in one statement: each stamped with the
+ * database's clock less how long ago (by this replica's clock) its call arrived, so a batch
+ * written a second late records the sightings as they were; never moved backwards (a later
+ * sighting on another replica stands).
+ */
+export async function runnersSeen(db: Db, p: { replicaId: string; seen: Array<{ runnerId: string; agoMs: number }> }): Promise<void> {
+  if (p.seen.length === 0) return;
+  await db.query(RUNNERS_SEEN([p.seen.map((x) => x.runnerId), p.seen.map((x) => Math.max(0, Math.round(x.agoMs))), p.replicaId]));
+}
+
+/**
+ * Removes runners from the registry: their credentials stop working on every replica within the
+ * delay of the notice the removal sends (runnersByCredentials reads only live rows; replicas'
+ * caches forget them at the notice) and they leave placement. Their live leases are left
  * to the expiry sweep (runner_lost), as for any runner that went away. Returns the removed runners.
  */
 export async function runnersRemove(db: Db, p: { ids?: string[]; registrationTokenId?: string }): Promise<Array<{ id: string; name: string }>> {

@@ -113,7 +113,13 @@ describe('scoped tokens and revocation, on every replica', () => {
     const removed = await runInProcess(['fleet', 'runners', 'remove', 'doomed', '--database-url', db.current.url, '--json']);
     expect(removed.code).toBe(0);
     expect(JSON.parse(removed.stdout)).toEqual({ removed: [{ id: one.runner_id, name: 'doomed' }] });
-    for (const s of [a, b]) expect(await poll(s, one.credential)).toEqual({ status: 401, body: { error: { code: 'credential_invalid', message: 'credential invalid' } } });
+    const refused = { status: 401, body: { error: { code: 'credential_invalid', message: 'credential invalid' } } };
+    // `a` never checked this credential: it reads the store and refuses at once.
+    expect(await poll(a, one.credential)).toEqual(refused);
+    // `b` accepted it from its cache, which forgets it at the removal's notice: refused within a
+    // second is the promise, not instantly.
+    await waitFor(async () => (await poll(b, one.credential)).status === 401, { timeoutMs: 2_000, intervalMs: 20, what: 'the removed runner refused on the second replica' });
+    expect(await poll(b, one.credential)).toEqual(refused);
     expect([200, 204]).toContain((await poll(b, two.credential)).status);
     const revoked = await cli(secrets.admin, 'tokens', 'revoke', reg.token.id, '--runners', '--json');
     expect(revoked.code).toBe(0);

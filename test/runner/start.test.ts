@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeServerRecord } from '../../src/home.js';
-import { backoffDelay, renewIntervalMs } from '../../src/core/retry-backoff.js';
+import { backoffDelay, parseRetryAfterMs, renewIntervalMs, retryAfterDelay } from '../../src/core/retry-backoff.js';
 import { parsePassEnv, resolveStepUser } from '../../src/runner/step-env.js';
 import { parseServerList, resolveServers, resolveWorkDir, RunnerSetupError } from '../../src/runner/start.js';
 
@@ -32,6 +32,17 @@ describe('runner settings', () => {
     expect([1, 2, 3].map((n) => backoffDelay(n, 1, policy))).toEqual([250, 500, 1000]);
     expect(backoffDelay(50, 1, policy)).toBe(10_000);
     expect(backoffDelay(50, 0, policy)).toBe(5_000);
+  });
+
+  it('Retry-After is honoured: never sooner than asked, at most half again later, never under the earned backoff', () => {
+    expect(retryAfterDelay(1_000, 125, 0)).toBe(1_000);
+    expect(retryAfterDelay(1_000, 125, 1)).toBe(1_500);
+    expect(retryAfterDelay(1_000, 4_000, 0.5)).toBe(4_000);
+    expect(parseRetryAfterMs('2', 0)).toBe(2_000);
+    expect(parseRetryAfterMs(' 0 ', 0)).toBe(0);
+    expect(parseRetryAfterMs(new Date(10_000).toUTCString(), 4_000)).toBe(6_000);
+    expect(parseRetryAfterMs('86400', 0)).toBe(300_000);
+    for (const bad of [null, undefined, '', 'soon', '-1']) expect(parseRetryAfterMs(bad, 0)).toBeUndefined();
   });
 
   it('renewals: the offer interval, capped at 60 s and a third of the TTL', () => {
