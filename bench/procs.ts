@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -133,4 +134,14 @@ export class ServerProcess {
     clearTimeout(timer);
     return code;
   }
+}
+
+/** A loopback port free at the moment of asking (for a server that must be told its port). */
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const addr = srv.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
 }

@@ -8,7 +8,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { findLibfaketime, skewedEnv } from '../faketime.js';
 import { shardOf } from '../../src/core/fnv.js';
@@ -21,7 +20,7 @@ import { poolLimitSet } from '../../src/store/pools.js';
 import { postureSet } from '../../src/store/posture.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { FaultProxy } from '../fault-proxy.js';
-import { BIN } from '../procs.js';
+import { BIN, freePort } from '../procs.js';
 import { check, parseHistory, parseSideEffects, type CheckReport, type FinalStep, type HistoryRecord } from './checker.js';
 import type { ReplyPath } from './schedule.js';
 
@@ -87,15 +86,6 @@ export class Proc {
     clearTimeout(timer);
     return code;
   }
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const addr = srv.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

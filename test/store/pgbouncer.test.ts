@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -7,20 +6,12 @@ import { tokenCreate } from '../../src/store/tokens.js';
 import { CliProcess, runCli } from '../support/cli.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { PgBouncer, pgbouncerBinary } from '../support/pgbouncer.js';
+import { freePort } from '../../bench/procs.js';
 
 const bin = pgbouncerBinary();
 if ('missing' in bin) {
   // Loud on purpose: a skipped PgBouncer test must never pass for a proven one.
   console.warn(`\n!!! SKIPPED: the PgBouncer tests: ${bin.missing}\n`);
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const addr = srv.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 /**

@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -7,18 +6,10 @@ import { createPool } from '../../src/store/pool.js';
 import { CliProcess } from '../support/cli.js';
 import { waitFor } from '../support/db.js';
 import { PgPair, pgBinaries } from '../support/pg-pair.js';
+import { freePort } from '../../bench/procs.js';
 
 const bins = pgBinaries();
 if ('missing' in bins) console.warn(`\n!!! SKIPPED: the standby start-up test: ${bins.missing}\n`);
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const addr = srv.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 /** A server pointed at a standby says so and waits, with no exit and restart, and goes on once it is promoted. Needs `npm run build`. */
 describe.skipIf('missing' in bins)('a server started against a standby', { timeout: 120_000 }, () => {

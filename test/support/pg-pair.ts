@@ -7,11 +7,11 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createPool } from '../../src/store/pool.js';
 import { TcpProxy } from './tcp-proxy.js';
+import { freePort } from '../../bench/procs.js';
 
 const TOOLS = ['initdb', 'postgres', 'pg_basebackup'];
 
@@ -51,15 +51,6 @@ function serverIds(): { uid?: number; gid?: number } {
   } catch {
     throw new Error("running the tests as root needs a 'postgres' system user for the PostgreSQL servers (useradd -r postgres)");
   }
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const addr = srv.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 function run(cmd: string, args: string[], ids: { uid?: number; gid?: number }): Promise<void> {

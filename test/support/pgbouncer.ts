@@ -6,10 +6,10 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { freePort } from '../../bench/procs.js';
 
 const CANDIDATES = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer', '/usr/local/bin/pgbouncer'];
 
@@ -22,15 +22,6 @@ const live = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const c of live) c.kill('SIGKILL');
 });
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const addr = srv.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 export class PgBouncer {
   private child?: ChildProcess;
