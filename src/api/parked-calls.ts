@@ -80,6 +80,9 @@ export class ParkedCalls {
   private track(release: () => void): ParkedCall {
     const ctl = new AbortController();
     this.calls.add(ctl);
+    // A call that got past the credential check as the close began parks after it: answered now,
+    // or the close would wait out its whole poll window.
+    if (this.closingNow) ctl.abort();
     let done = false;
     return {
       signal: ctl.signal,

@@ -75,6 +75,8 @@ export class WaiterRegistry {
     }, timeoutMs);
     signal?.addEventListener('abort', onAbort, { once: true });
     this.parked.set(acquire.seq, acquire);
+    // A caller gone (or a shutdown begun) before it parked is answered at once, not at the window's end.
+    if (signal?.aborted) onAbort();
     return { acquire, offers };
   }
 

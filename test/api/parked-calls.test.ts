@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ParkedCalls, PARKED_PER_RUNNER, TOUCH_EVERY_MS } from '../../src/api/parked-calls.js';
-import { runnerTouch } from '../../src/store/runners.js';
+import { WaiterRegistry } from '../../src/dispatch/waiters.js';
+import { runnerTouch, type RunnerRow } from '../../src/store/runners.js';
 import { useTestDatabase } from '../support/db.js';
 import { registerRunner } from '../support/lifecycle.js';
 
@@ -95,5 +96,17 @@ describe('the long polls in flight on a replica (ParkedCalls)', () => {
     parked.close();
     expect(parked.closing).toBe(true);
     expect([acquire.signal.aborted, watch.signal.aborted, answered.signal.aborted]).toEqual([true, true, false]);
+    // Calls that got past the credential check as the close began park after it: answered at
+    // once, or the close would wait out their poll window.
+    expect([parked.acquire('rnr_b')!.signal.aborted, parked.watch().signal.aborted]).toEqual([true, true]);
+  });
+
+  it('an acquire parked with its caller already gone is answered empty at once, not at the end of its window', async () => {
+    const registry = new WaiterRegistry();
+    const gone = new AbortController();
+    gone.abort();
+    const { offers } = registry.park({ runner: { id: 'rnr_a' } as RunnerRow, requestId: 'r1', slots: 1, onlyRunId: null, parkedAt: 0 }, 3_600_000, gone.signal);
+    expect(await offers).toEqual([]);
+    expect(registry.size).toBe(0);
   });
 });
