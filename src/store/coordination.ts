@@ -105,9 +105,6 @@ export async function completedAttemptsPrune(db: Db, p: { retentionDays: number 
   return rowCount ?? 0;
 }
 
-// Importers of the clock from here (status, console, postures) predate src/store/pool.ts's storeNow.
-export { storeNow } from './pool.js';
-
 /** Replicas LISTEN here: a lease released or wanted wakes every coordination loop at once. */
 export const COORDINATION_CHANNEL = 'opschain_coordination';
 

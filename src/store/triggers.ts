@@ -14,9 +14,6 @@ export async function triggersNotify(db: Db, payload = ''): Promise<void> {
   await db.query(`SELECT pg_notify('${TRIGGERS_CHANNEL}', $1)`, [payload]);
 }
 
-// ops/domain/trigger-definitions.ts reads the clock under this name; it is src/store/pool.ts's storeNow.
-export { storeNow as dbNow } from './pool.js';
-
 // ─── templates ────────────────────────────────────────────────────────────────
 
 export interface TemplateRow {

@@ -1,7 +1,7 @@
 import { DEFAULT_TIMING } from '../../coordination/coordinator.js';
 import { Invalid } from '../../errors.js';
 import { adminQueueRead } from '../../store/admin-queue.js';
-import { storeNow } from '../../store/coordination.js';
+import { storeNow } from '../../store/pool.js';
 import { fleetRead } from '../../store/fleet.js';
 import { buildAdminQueue, type AdminQueueView } from '../../views/admin-queue.js';
 import { buildRunners, type RunnersView } from '../../views/runners.js';

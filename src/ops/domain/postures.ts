@@ -3,7 +3,7 @@ import type { Wire } from '../../core/wire.js';
 import { POSTURE_ACTIONS } from '../../core/postures.js';
 import { Invalid } from '../../errors.js';
 import { auditRecord } from '../../store/audit.js';
-import { storeNow } from '../../store/coordination.js';
+import { storeNow } from '../../store/pool.js';
 import { withTransaction, type Pool, type PoolClient } from '../../store/pool.js';
 import { posturesInForceRead, postureRead, postureSet, type FleetPosture, type PostureField, type PostureInForce } from '../../store/posture.js';
 

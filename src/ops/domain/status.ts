@@ -1,6 +1,7 @@
 import { SHARD_COUNT } from '../../core/entry.js';
 import { postureStatus, type PostureJson } from './postures.js';
-import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName, storeNow } from '../../store/coordination.js';
+import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName } from '../../store/coordination.js';
+import { storeNow } from '../../store/pool.js';
 import type { Pool, PoolClient } from '../../store/pool.js';
 import { replicaList, type ReplicaRow } from '../../store/replicas.js';
 import type { Wire } from '../../core/wire.js';

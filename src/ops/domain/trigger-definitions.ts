@@ -14,9 +14,8 @@ import {
 } from '../../core/triggers.js';
 import { RunFileInvalid, runFileLoad } from '../../orchestrator/runfile.js';
 import { auditRecord } from '../../store/audit.js';
-import { withTransaction, type Pool, type PoolClient } from '../../store/pool.js';
+import { storeNow, withTransaction, type Pool, type PoolClient } from '../../store/pool.js';
 import {
-  dbNow,
   oneShotInsert,
   scheduleInsert,
   templateDelete,
@@ -244,7 +243,7 @@ export async function scheduleAdd(pool: Pool, p: { template: string; cron: strin
   const sets = p.sets ?? [];
   return withTransaction(pool, async (client) => {
     await templateFor(client, p.template, sets);
-    const nextDueAt = cronNext(p.cron, tz, await dbNow(client));
+    const nextDueAt = cronNext(p.cron, tz, await storeNow(client));
     const id = await scheduleInsert(client, { template: p.template, cron: p.cron.trim(), tz, overlap, catchUp, sets, nextDueAt, createdBy: p.actor });
     return created(client, id, p, 'schedule', { template: p.template, cron: p.cron, tz, overlap, catchUp });
   });
@@ -253,7 +252,7 @@ export async function scheduleAdd(pool: Pool, p: { template: string; cron: strin
 export async function oneShotAdd(pool: Pool, p: { template: string; at: string; sets?: string[]; actor: string; source?: string }): Promise<TriggerView> {
   const sets = p.sets ?? [];
   return withTransaction(pool, async (client) => {
-    const when = oneShotTime(p.at, await dbNow(client));
+    const when = oneShotTime(p.at, await storeNow(client));
     if (!when.ok) throw new Invalid(when.reason);
     await templateFor(client, p.template, sets);
     const id = await oneShotInsert(client, { template: p.template, fireAt: when.at, sets, createdBy: p.actor });
@@ -333,7 +332,7 @@ export async function triggerEnable(pool: Pool, p: { id: number; enabled: boolea
   return withTransaction(pool, async (client) => {
     const t = await triggerGet(client, p.id);
     if (!t) throw notFound(`no trigger ${p.id}`);
-    const nextDueAt = t.kind === 'schedule' && p.enabled ? cronNext(t.cron!, t.tz!, await dbNow(client)) : undefined;
+    const nextDueAt = t.kind === 'schedule' && p.enabled ? cronNext(t.cron!, t.tz!, await storeNow(client)) : undefined;
     const changed = await triggerEnabledSet(client, { id: p.id, kind: t.kind, enabled: p.enabled, nextDueAt });
     if (changed) {
       await auditRecord(client, { actor: p.actor, source: p.source, action: p.enabled ? 'triggers.enable' : 'triggers.disable', target: `trigger:${p.id}` });
