@@ -144,8 +144,15 @@ export async function startServer(opts: StartOptions): Promise<ServerHandle> {
     const stop = () =>
       (stopping ??= (async () => {
         log.info('stopping');
+        const closing = Date.now();
         await app.close().catch((err) => log.warn({ err: err.message }, 'http close failed'));
-        for (const part of [...parts].reverse()) await part.stop().catch((err) => log.warn({ err: err.message }, 'stop hook failed'));
+        log.info({ ms: Date.now() - closing }, 'http closed');
+        for (const [i, part] of [...parts.entries()].reverse()) {
+          const t0 = Date.now();
+          await part.stop().catch((err) => log.warn({ err: err.message }, 'stop hook failed'));
+          // A stop is promised within 10 s: name the part that spends a second of it.
+          if (Date.now() - t0 >= 1_000) log.warn({ part: i, ms: Date.now() - t0 }, 'a part was slow to stop');
+        }
         await replicaStop(pool, replicaId).catch((err) => log.warn({ err: err.message }, 'could not release coordination rows'));
         await pool.end().catch(() => {});
         if (opts.recordHome !== false) clearServerRecord(config.home);
@@ -180,7 +187,11 @@ function buildReplica(app: FastifyInstance, env: ReplicaEnv, plan: ReplicaPlan):
   const dispatcher = plane?.dispatcher;
   // Hand-over and answers at the start of a clean shutdown, in start order, before the routes' own.
   app.addHook('preClose', async () => {
-    for (const part of parts) await part.beforeClose?.();
+    for (const [i, part] of parts.entries()) {
+      const t0 = Date.now();
+      await part.beforeClose?.();
+      if (Date.now() - t0 >= 1_000) env.log.warn({ part: i, ms: Date.now() - t0 }, 'a part was slow to hand over');
+    }
   });
   if (plan.metrics) registerMetrics(app, env, { ownership, parked: () => dispatcher?.registry.size ?? 0 }, plan.metrics);
   if (plan.ops) registerOpsRoutes(app, env);
