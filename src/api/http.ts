@@ -1,4 +1,5 @@
-import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyRequest, type RouteOptions } from 'fastify';
 import { traceLogFields } from '../core/trace-ids.js';
@@ -57,6 +58,47 @@ function clientError(err: Error & { code?: string }, socket: Duplex): void {
 /** How long a client has to send a whole request (headers and body). */
 export const REQUEST_TIMEOUT_MS = 30_000;
 
+/** How often a closing server looks for sockets that serve no request. */
+export const CLOSE_SWEEP_MS = 100;
+
+/**
+ * Node's server.close() destroys the keep-alive sockets idle at that moment, then waits for every
+ * other one, and no longer times any out: a request in flight as the close began leaves its socket
+ * idle afterwards (72 s of keep-alive), and a client that connected and has sent nothing yet holds
+ * its socket open for good. So, once closing, every answer says `connection: close`, and every
+ * socket not serving a request is destroyed, now and as others finish theirs.
+ */
+function closeConnectionsOnShutdown(app: FastifyInstance): void {
+  const sockets = new Set<Socket>();
+  const serving = new Map<Socket, number>();
+  app.server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    serving.set(socket, (serving.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      const left = (serving.get(socket) ?? 1) - 1;
+      if (left > 0) serving.set(socket, left);
+      else serving.delete(socket);
+    });
+  });
+  let sweep: NodeJS.Timeout | undefined;
+  const destroyUnused = () => {
+    for (const socket of sockets) if (!serving.has(socket)) socket.destroy();
+  };
+  app.addHook('preClose', async () => {
+    sweep = setInterval(destroyUnused, CLOSE_SWEEP_MS);
+    sweep.unref();
+    app.server.once('close', () => clearInterval(sweep));
+  });
+  app.addHook('onSend', (_req, reply, payload, done) => {
+    if (sweep) reply.header('connection', 'close');
+    done(null, payload);
+  });
+}
+
 /**
  * The fastify instance with the health endpoints; feature modules register their routes on it.
  * Bounded by default (fastify's own defaults are not): a request must arrive whole within 30 s, a
@@ -86,6 +128,7 @@ export function createHttpServer(deps: HttpDeps): FastifyInstance {
     for (const method of [r.method].flat()) routes.push({ method, url: r.url, schema: r.schema, bodyLimit: r.bodyLimit });
   });
   installErrorHandler(app);
+  closeConnectionsOnShutdown(app);
   const isAdmin = async (req: FastifyRequest) => (deps.isAdmin ? deps.isAdmin(req).catch(() => false) : false);
   // Anonymous callers learn that the replica lives and which checks fail, never the host name,
   // version or the store's error text; an admin token shows the details.

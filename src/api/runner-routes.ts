@@ -225,9 +225,6 @@ function acquireRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void 
           completions: toCompletions(req.body.completions ?? []),
         });
         emitDispatch(dispatch.events, 'acquire:answered', { outcome: offers.length > 0 ? 'offer' : runner.drained || holdEmpty ? 'held' : 'empty', offers: offers.length });
-        // Answered by a shutdown: close the connection with the answer, or the server's close
-        // would wait out the keep-alive timeout of a socket that went idle after it began.
-        if (parked.closing) reply.header('connection', 'close');
         if (results) return { offers, results };
         if (offers.length === 0) return reply.code(204).send();
         return { offers };
@@ -249,7 +246,7 @@ function watchRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void {
       bodyLimit: BODY_LIMIT.batch,
       schema: { body: object({ leases: leaseRefs.properties.leases, wait_ms: int4({ min: 0 }) }, ['leases']) },
     },
-    async (req, reply) => {
+    async (req) => {
       const runnerId = req.runner!.id;
       parked.seen(runnerId);
       const items = toRefs(req.body.leases);
@@ -262,7 +259,6 @@ function watchRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void {
           const woke = opts.revocations.next(runnerId, call.signal);
           const revoked = await leasesNotHeld(dispatch.pool, { runnerId, items });
           if (revoked.length > 0 || call.signal.aborted || parked.closing) {
-            if (parked.closing) reply.header('connection', 'close');
             return { revoked };
           }
           await woke;
