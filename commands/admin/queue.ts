@@ -18,6 +18,7 @@ export default class AdminQueue extends OpsCommand<typeof AdminQueue> {
   static override flags = {
     'accept-exceeding': Flags.boolean({ description: 'judge oversized steps as the servers do (their dispatch.accept_exceeding)', allowNo: true, default: true, env: 'OPSCHAIN_ACCEPT_EXCEEDING' }),
     interval: Flags.string({ description: 'with --watch: seconds between refreshes (store changes wake it sooner)', default: '1' }),
+    'listen-database-url': Flags.string({ description: 'with --watch: a direct session for LISTEN when the store URL is a transaction pooler (PgBouncer), as the servers\' listen_database_url', env: 'OPSCHAIN_LISTEN_DATABASE_URL' }),
     limit: Flags.integer({ description: 'list at most this many leases, oldest first (all are counted)', default: 100, min: 1, max: 10_000 }),
     watch: Flags.boolean({ description: 'the live dashboard; without a terminal, one NDJSON line per interval', default: false }),
   };
@@ -32,7 +33,7 @@ export default class AdminQueue extends OpsCommand<typeof AdminQueue> {
       // The dashboard and its LISTEN connection load only for --watch: a one-shot read stays light.
       const [{ opsConsoleSource }, { runConsole }] = await Promise.all([import('../../src/cli/console-source.js'), import('../../src/tui/index.js')]);
       const server = this.flags.server?.replace(/\/+$/, '');
-      const source = opsConsoleSource({ ops, acceptExceeding, server, databaseUrl: server ? undefined : this.databaseUrl() });
+      const source = opsConsoleSource({ ops, acceptExceeding, server, databaseUrl: server ? undefined : this.databaseUrl(), listenDatabaseUrl: this.flags['listen-database-url'] });
       await runConsole({ source, intervalMs: Math.round(interval * 1000), limit: this.flags.limit, mode: this.jsonEnabled() ? 'ndjson' : 'auto' });
       return undefined;
     }

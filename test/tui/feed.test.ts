@@ -3,8 +3,9 @@ import { opsConsoleSource } from '../../src/cli/console-source.js';
 import { storeOps } from '../../src/ops/transport/store.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { coordinationLeaseAcquire, shardLeaseName } from '../../src/store/coordination.js';
+import { QUEUE_CHANNEL } from '../../src/store/queue.js';
 import { ConsoleFeed } from '../../src/tui/feed.js';
-import { useTestDatabase } from '../support/db.js';
+import { useTestDatabase, waitFor } from '../support/db.js';
 import { seedRun } from '../support/seed.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { withHostPort } from '../support/urls.js';
@@ -57,5 +58,26 @@ describe('the console feed', () => {
     expect([...back.moved.entries()]).toEqual([[1, 'rep-a']]);
     clock += 1_000;
     expect((await feed.refresh()).moved.size).toBe(0);
+  });
+
+  it('LISTENs on the listen URL when one is given: a store URL that cannot keep a LISTEN (a transaction pooler) does not take the wake-ups', async () => {
+    const u = new URL(db.current.url);
+    proxy = new TcpProxy(u.hostname, Number(u.port || 5432));
+    const pooled = withHostPort(db.current.url, '127.0.0.1', await proxy.start());
+    // The store URL refuses every session: only the listen URL can deliver a notification.
+    proxy.refuse();
+    const source = opsConsoleSource({ ops: storeOps({ pool: db.current.pool, actor: 'test', source: 'test' }), databaseUrl: pooled, listenDatabaseUrl: db.current.url, acceptExceeding: true });
+    let woken = 0;
+    const stop = source.subscribe!(() => woken++);
+    try {
+      // Notified until the LISTEN session is up and hears one.
+      await waitFor(async () => {
+        await db.current.pool.query(`SELECT pg_notify($1, '')`, [QUEUE_CHANNEL]);
+        return woken > 0 || undefined;
+      }, { timeoutMs: 20_000, intervalMs: 100, what: 'a wake-up through the listen URL' });
+    } finally {
+      await stop();
+    }
+    expect(woken).toBeGreaterThan(0);
   });
 });
