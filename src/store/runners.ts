@@ -113,16 +113,6 @@ export async function runnersByCredentials(db: Db, credentialHashes: string[]): 
   return new Map(rows.map((r) => [r.credential_hash as string, mapRunner(r)]));
 }
 
-const RUNNER_TOUCH = prepared(
-  `UPDATE runners SET last_seen_at = now(), last_replica = $2, state = 'online' WHERE id = ANY($1::text[])`,
-);
-
-/** Liveness: a poll was seen on this replica. */
-export async function runnerTouch(db: Db, p: { runnerIds: string[]; replicaId: string }): Promise<void> {
-  if (p.runnerIds.length === 0) return;
-  await db.query(RUNNER_TOUCH([p.runnerIds, p.replicaId]));
-}
-
 const RUNNERS_SEEN = prepared(
   `UPDATE runners r
       SET last_seen_at = greatest(r.last_seen_at, now() - s.ago_ms * interval '1 millisecond'), last_replica = $3, state = 'online'

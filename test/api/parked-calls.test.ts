@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ParkedCalls, PARKED_PER_RUNNER, TOUCH_EVERY_MS } from '../../src/api/parked-calls.js';
 import { WaiterRegistry } from '../../src/dispatch/waiters.js';
-import { runnerTouch, type RunnerRow } from '../../src/store/runners.js';
+import { runnersSeen, type RunnerRow } from '../../src/store/runners.js';
 import { useTestDatabase } from '../support/db.js';
 import { registerRunner } from '../support/lifecycle.js';
 
@@ -25,7 +25,7 @@ describe('the long polls in flight on a replica (ParkedCalls)', () => {
       clock: { now: () => now },
       touch: (runnerId) => {
         writes.push(runnerId);
-        const w = runnerTouch(pool, { runnerIds: [runnerId], replicaId: 'replica-touch' });
+        const w = runnersSeen(pool, { replicaId: 'replica-touch', seen: [{ runnerId, agoMs: 0 }] });
         pending.push(w);
         return w;
       },
