@@ -1,4 +1,4 @@
-import { attemptPhaseSpanId, attemptSpanId, runSpanId, runTraceId, traceSampled, type RunTrace, type Sampler } from './trace-ids.js';
+import { attemptPhaseSpanId, attemptSpanId, launchSpanId, launchTraceId, runSpanId, runTraceId, traceSampled, type RunTrace, type Sampler } from './trace-ids.js';
 
 /**
  * The spans of a run, as plain data built from the store's timestamps: the exporter turns them
@@ -12,12 +12,32 @@ export interface SpanRecord {
   /** The parent is the caller's span (from a traceparent), not one of ours. */
   parentRemote?: boolean;
   name: string;
-  kind: 'internal' | 'server';
+  kind: 'internal' | 'server' | 'producer';
   start: Date;
   end: Date;
   attributes: Record<string, string | number | boolean>;
   /** Set: the span ended in error, with this message. Unset (or undefined): ok. */
   error?: string | undefined;
+  /** Spans of other traces this one follows from (a run links to the trigger launch that started it). */
+  links?: SpanLink[];
+}
+
+export interface SpanLink {
+  traceId: string;
+  spanId: string;
+  attributes: Record<string, string | number | boolean>;
+}
+
+/** The launch of a run by a trigger, as the tick ledger recorded it (and its webhook delivery, if one). */
+export interface LaunchFacts {
+  tickId: number;
+  kind: 'schedule' | 'once' | 'webhook';
+  triggerId: number;
+  /** When the launch was due (a schedule's tick, a one-shot's time) or, for a webhook, when its delivery was received. */
+  dueAt: Date;
+  firedAt: Date;
+  deliveryId: number | null;
+  deliveryKey: string | null;
 }
 
 /** What a run row holds for its spans. */
@@ -37,6 +57,8 @@ export interface FinishedRunFacts extends RunTraceFacts {
   /** The trigger that launched the run, when one did. */
   triggerId: number | null;
   templateName: string | null;
+  /** The trigger launch that created the run, while the tick ledger still holds it. */
+  launch?: LaunchFacts | null;
 }
 
 /** The lease an attempt held, as the store had it when the attempt ended. */
@@ -118,6 +140,36 @@ export function runSpan(run: FinishedRunFacts): SpanRecord {
       ...(run.triggerId !== null ? { 'opschain.trigger.id': String(run.triggerId) } : {}),
     },
     ...(run.status === 'failed' || run.status === 'error' ? { error: run.cause ?? run.status } : {}),
+    ...(run.launch ? { links: [{ traceId: launchTraceId(run.launch.tickId), spanId: launchSpanId(run.launch.tickId), attributes: { 'opschain.link': 'launched_by' } }] } : {}),
+  };
+}
+
+/**
+ * The span of the trigger launch (or webhook delivery) that started a run: a trace of its own,
+ * from the launch's due time (a webhook's receipt) to the run's creation, which the run span links
+ * to. As OpenTelemetry's messaging conventions have a message's processing link to its creation,
+ * the run, the work the launch set off, carries the link: the launch is a producer span and has
+ * no children. Emitted with the run's first round, so once.
+ */
+export function launchSpan(launch: LaunchFacts, run: Pick<FinishedRunFacts, 'id' | 'name' | 'templateName'>): SpanRecord {
+  const webhook = launch.kind === 'webhook';
+  const attributes: SpanRecord['attributes'] = {
+    'opschain.trigger.id': String(launch.triggerId),
+    'opschain.trigger.kind': launch.kind,
+    'opschain.trigger.tick.id': String(launch.tickId),
+    'opschain.run.id': String(run.id),
+    'cicd.pipeline.name': run.name,
+  };
+  if (run.templateName) attributes['opschain.template.name'] = run.templateName;
+  if (launch.deliveryKey !== null) attributes['opschain.webhook.delivery.id'] = launch.deliveryKey;
+  return {
+    traceId: launchTraceId(launch.tickId),
+    spanId: launchSpanId(launch.tickId),
+    name: webhook ? 'opschain.webhook.delivery' : 'opschain.trigger.launch',
+    kind: 'producer',
+    start: launch.dueAt,
+    end: clampEnd(launch.dueAt, launch.firedAt),
+    attributes,
   };
 }
 

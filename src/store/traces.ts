@@ -84,8 +84,13 @@ export async function traceStepRequeued(client: PoolClient, p: { stepId: number;
 export async function traceRunsRead(db: Db, runIds: number[]): Promise<FinishedRunFacts[]> {
   if (runIds.length === 0) return [];
   const { rows } = await db.query(
-    `SELECT ${RUN_TRACE_COLS}, r.status, r.cause, r.created_at, r.trace_round_at, r.finished_at, r.trigger_id, r.template_name
+    `SELECT ${RUN_TRACE_COLS}, r.status, r.cause, r.created_at, r.trace_round_at, r.finished_at, r.trigger_id, r.template_name,
+            t.id AS tick_id, t.kind AS tick_kind, t.due_at AS tick_due_at, t.fired_at AS tick_fired_at, t.delivery_id, d.delivery_key, d.received_at
        FROM runs r
+       -- The launch that created a triggered run, found through the ledger's (trigger_id, id) index.
+       LEFT JOIN LATERAL (SELECT t.id, t.kind, t.due_at, t.fired_at, t.delivery_id FROM trigger_ticks t
+                           WHERE r.trigger_id IS NOT NULL AND t.trigger_id = r.trigger_id AND t.run_id = r.id AND t.outcome = 'fired' LIMIT 1) t ON true
+       LEFT JOIN webhook_deliveries d ON d.id = t.delivery_id
       WHERE r.id = ANY($1::bigint[]) AND r.status <> 'running' AND r.finished_at IS NOT NULL`,
     [runIds],
   );
@@ -98,5 +103,17 @@ export async function traceRunsRead(db: Db, runIds: number[]): Promise<FinishedR
     finishedAt: r.finished_at,
     triggerId: r.trigger_id == null ? null : Number(r.trigger_id),
     templateName: r.template_name ?? null,
+    launch:
+      r.tick_id == null
+        ? null
+        : {
+            tickId: Number(r.tick_id),
+            kind: r.tick_kind,
+            triggerId: Number(r.trigger_id),
+            dueAt: r.received_at ?? r.tick_due_at,
+            firedAt: r.tick_fired_at ?? r.created_at,
+            deliveryId: r.delivery_id == null ? null : Number(r.delivery_id),
+            deliveryKey: r.delivery_key ?? null,
+          },
   }));
 }

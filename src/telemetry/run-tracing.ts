@@ -1,5 +1,5 @@
 import { runSpanId, runTraceId, type Sampler } from '../core/trace-ids.js';
-import { attemptSpans, runSampled, runSpan, type AttemptFacts, type SpanRecord } from '../core/trace-spans.js';
+import { attemptSpans, launchSpan, runSampled, runSpan, type AttemptFacts, type SpanRecord } from '../core/trace-spans.js';
 import type { Logger } from '../logger.js';
 import type { OrchestratorHooks, StepOutcome, StepsEnded } from '../orchestrator/contract.js';
 import { afterCommit, type Pool, type PoolClient } from '../store/pool.js';
@@ -94,6 +94,8 @@ export class RunTracing {
     for (const run of runs) {
       if (!runSampled(run, on.sampler)) continue;
       spans.push(runSpan(run));
+      // The launch's own trace goes out with the run's first round: once, and only for a run kept.
+      if (run.launch && run.round === 0) spans.push(launchSpan(run.launch, run));
       const traceId = runTraceId(run);
       on.log.debug({ run: run.id, status: run.status, trace_id: traceId, span_id: runSpanId(traceId, run.id, run.round) }, 'run trace emitted');
     }

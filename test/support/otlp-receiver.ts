@@ -13,6 +13,7 @@ export interface ReceivedSpan {
   status: { code: number; message?: string };
   attributes: Record<string, string | number | boolean>;
   resource: Record<string, string | number | boolean>;
+  links: Array<{ traceId: string; spanId: string; attributes: Record<string, string | number | boolean> }>;
 }
 
 function anyValue(v: any): string | number | boolean {
@@ -62,6 +63,7 @@ export class OtlpReceiver {
                   status: s.status ?? { code: 0 },
                   attributes: attrs(s.attributes),
                   resource,
+                  links: (s.links ?? []).map((l: any) => ({ traceId: l.traceId, spanId: l.spanId, attributes: attrs(l.attributes) })),
                 });
               }
             }

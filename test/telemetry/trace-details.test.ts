@@ -1,0 +1,116 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchSpanId, launchTraceId, runSpanId } from '../../src/core/trace-ids.js';
+import { webhookSignature } from '../../src/core/triggers.js';
+import { createLogger } from '../../src/logger.js';
+import { oneShotAdd, templatePut, webhookAdd } from '../../src/ops/domain/trigger-definitions.js';
+import { orchestratorHooks } from '../../src/orchestrator/progress.js';
+import type { ServerHandle } from '../../src/server.js';
+import { RunTracing, tracedHooks } from '../../src/telemetry/run-tracing.js';
+import { tokenCreate } from '../../src/store/tokens.js';
+import { DEFAULT_LAUNCH_TIMING, DeferredLaunches, launchOnce } from '../../src/triggers/launch.js';
+import { useTestDatabase, waitFor } from '../support/db.js';
+import { OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
+import { TestRunner } from '../support/runner-client.js';
+import { startTestServer } from '../support/server.js';
+
+// The SDK's batch processor exports every 5 s by default; the receiver is waited on either way.
+process.env.OTEL_BSP_SCHEDULE_DELAY = '200';
+
+const isRun = (s: ReceivedSpan) => s.name.startsWith('RUN ') && s.attributes['cicd.pipeline.task.name'] === undefined;
+
+/**
+ * The parts of a run's trace beyond the plain path: launches by triggers, the verdicts a step
+ * waited behind, cancels, reclaimed leases. One replica with traces on, driven by a runner
+ * speaking the protocol from the test, so each step ends when the test says.
+ */
+describe('trace details', { timeout: 120_000 }, () => {
+  const db = useTestDatabase();
+  const receiver = new OtlpReceiver();
+  let server: ServerHandle;
+  let runner: TestRunner;
+  let token: string;
+  beforeAll(async () => {
+    await receiver.start();
+    const tracing = new RunTracing();
+    const hooks = tracedHooks(orchestratorHooks, tracing);
+    server = await startTestServer(db.current.url, { config: { tracingEndpoint: receiver.url }, plan: { tracing, ops: true, webhooks: true, dispatch: { hooks } } });
+    const registration = (await tokenCreate(db.current.pool, { kind: 'registration', name: 't' })).secret;
+    token = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ci', scope: 'runs' })).secret;
+    runner = await new TestRunner(server.url).register(registration);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await receiver.stop();
+  });
+
+  /** Takes one offer and completes it with `exit`. */
+  async function runOne(exit = 0): Promise<{ step_id: number; token: string }> {
+    const offered = await runner.acquire({ wait_ms: 10_000 });
+    expect(offered.status).toBe(200);
+    const offer = offered.body.offers[0];
+    const lease = { step_id: offer.step_id, token: offer.token };
+    expect((await runner.call('ack', { leases: [lease] })).body.results[0]).toMatchObject({ ok: true });
+    expect((await runner.call('complete', { completions: [{ ...lease, exit_code: exit }] })).body.results[0]).toMatchObject({ ok: true });
+    return lease;
+  }
+
+  const launch = () => launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
+  const runTraceOf = async (runId: number): Promise<string> => (await db.current.pool.query(`SELECT trace_id FROM runs WHERE id = $1`, [runId])).rows[0].trace_id;
+
+  it('a run a trigger launched links to the launch, a trace of its own; a webhook delivery likewise', async () => {
+    await templatePut(db.current.pool, { text: `name: nightly\nsteps:\n  only:\n    run: "true"\n`, actor: 'test' });
+    const once = await oneShotAdd(db.current.pool, { template: 'nightly', at: 'now', actor: 'test' });
+    const hook = await webhookAdd(db.current.pool, { template: 'nightly', actor: 'test' });
+    const body = JSON.stringify({ ref: 'main' });
+    const ts = String(Math.floor(Date.now() / 1000));
+    const posted = await fetch(`${server.url}/api/hooks/${hook.id}`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json', 'x-opschain-timestamp': ts, 'x-opschain-signature': webhookSignature(hook.secret, ts, Buffer.from(body)), 'x-opschain-delivery': 'gh-77' },
+    });
+    expect(posted.status).toBe(202);
+    const report = await launch();
+    expect(report.fired).toHaveLength(2);
+    await runOne();
+    await runOne();
+    const ticks = (await db.current.pool.query(`SELECT id, trigger_id, run_id FROM trigger_ticks WHERE outcome = 'fired' ORDER BY id`)).rows;
+    expect(ticks).toHaveLength(2);
+
+    for (const tick of ticks) {
+      const runId = Number(tick.run_id);
+      const traceId = await runTraceOf(runId);
+      const tickId = Number(tick.id);
+      const webhook = Number(tick.trigger_id) === hook.id;
+      await waitFor(() => receiver.spans.some((s) => s.traceId === traceId && isRun(s)) && receiver.spans.some((s) => s.traceId === launchTraceId(tickId)), { timeoutMs: 30_000, what: `run ${runId}'s spans and its launch's` });
+      const run = receiver.spans.find((s) => s.traceId === traceId && isRun(s))!;
+      expect(run.spanId).toBe(runSpanId(traceId, runId, 0));
+      // The run is a trace of its own, not the launch's child: the launch is a link.
+      expect(run.parentSpanId).toBe('');
+      expect(run.links).toEqual([{ traceId: launchTraceId(tickId), spanId: launchSpanId(tickId), attributes: { 'opschain.link': 'launched_by' } }]);
+      const launched = receiver.spans.filter((s) => s.traceId === launchTraceId(tickId));
+      expect(launched).toHaveLength(1);
+      expect(launched[0]).toMatchObject({ name: webhook ? 'opschain.webhook.delivery' : 'opschain.trigger.launch', spanId: launchSpanId(tickId), parentSpanId: '', kind: 4 });
+      expect(launched[0].attributes).toMatchObject({
+        'opschain.trigger.id': String(webhook ? hook.id : once.id),
+        'opschain.trigger.kind': webhook ? 'webhook' : 'once',
+        'opschain.run.id': String(runId),
+        ...(webhook ? { 'opschain.webhook.delivery.id': 'gh-77' } : {}),
+      });
+      expect(launched[0].endMs).toBeGreaterThanOrEqual(launched[0].startMs);
+      expect(launched[0].endMs).toBeLessThanOrEqual(run.startMs + 1);
+    }
+    expect(receiver.refused).toEqual([]);
+  });
+
+  it('a run submitted by hand links to nothing', async () => {
+    const res = await fetch(`${server.url}/api/runs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ file: JSON.stringify({ name: 'by-hand', steps: { only: { run: 'true' } } }) }),
+    });
+    const { id, traceId } = (await res.json()) as { id: number; traceId: string };
+    await runOne();
+    await waitFor(() => receiver.spans.some((s) => s.traceId === traceId && isRun(s)), { timeoutMs: 30_000, what: 'the run span' });
+    expect(receiver.spans.find((s) => s.traceId === traceId && isRun(s))).toMatchObject({ spanId: runSpanId(traceId, id, 0), links: [] });
+  });
+});
