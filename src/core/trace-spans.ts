@@ -15,7 +15,7 @@ export interface SpanRecord {
   kind: 'internal' | 'server' | 'producer';
   start: Date;
   end: Date;
-  attributes: Record<string, string | number | boolean>;
+  attributes: Record<string, string | number | boolean | string[]>;
   /** Set: the span ended in error, with this message. Unset (or undefined): ok. */
   error?: string | undefined;
   /** Spans of other traces this one follows from (a run links to the trigger launch that started it). */
@@ -74,6 +74,8 @@ export interface LeaseFacts {
   renewals: number;
   /** The replica that claimed and delivered it. */
   holder: string;
+  /** Milliseconds the entry was set aside out of the claim path, per verdict; null when never. */
+  waited?: Record<string, number> | null;
 }
 
 export interface AttemptFacts {
@@ -211,6 +213,13 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
     q['opschain.queue.wait_ms'] = Math.max(0, delivered.getTime() - lease.readyAt.getTime());
     // Every attempt is one offer: the attempt number counts the offers of the step so far.
     q['opschain.queue.offers'] = a.attempt;
+    // The verdicts it was set aside on, longest first, and for how long each; the rest of the
+    // wait it was claimable, waiting for a runner's room or the next tick.
+    if (lease.waited) {
+      const verdicts = Object.keys(lease.waited).sort((x, y) => lease.waited![y] - lease.waited![x] || (x < y ? -1 : 1));
+      q['opschain.queue.verdicts'] = verdicts;
+      for (const v of verdicts) q[`opschain.queue.verdict.${v}.wait_ms`] = lease.waited[v];
+    }
     out.push({ traceId, spanId: attemptPhaseSpanId(spanId, 'queue'), parentSpanId: spanId, name: 'opschain.queue', kind: 'internal', start: lease.readyAt, end: clampEnd(lease.readyAt, delivered), attributes: q });
   }
 

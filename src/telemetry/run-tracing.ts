@@ -134,7 +134,7 @@ export class RunTracing {
 
 function leaseFacts(l: StepOutcome['lease']): AttemptFacts['lease'] {
   if (!l) return null;
-  return { readyAt: l.readyAt ?? null, claimedAt: l.claimedAt, deliveredAt: l.deliveredAt, ackedAt: l.ackedAt, renewedAt: l.renewedAt, token: l.token, lane: l.lane ?? null, renewals: l.renewals ?? 0, holder: l.holder };
+  return { readyAt: l.readyAt ?? null, claimedAt: l.claimedAt, deliveredAt: l.deliveredAt, ackedAt: l.ackedAt, renewedAt: l.renewedAt, token: l.token, lane: l.lane ?? null, renewals: l.renewals ?? 0, holder: l.holder, waited: l.waited ?? null };
 }
 
 /**

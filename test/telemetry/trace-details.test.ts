@@ -29,12 +29,13 @@ describe('trace details', { timeout: 120_000 }, () => {
   let server: ServerHandle;
   let runner: TestRunner;
   let token: string;
+  let registration: string;
   beforeAll(async () => {
     await receiver.start();
     const tracing = new RunTracing();
     const hooks = tracedHooks(orchestratorHooks, tracing);
     server = await startTestServer(db.current.url, { config: { tracingEndpoint: receiver.url }, plan: { tracing, ops: true, webhooks: true, dispatch: { hooks } } });
-    const registration = (await tokenCreate(db.current.pool, { kind: 'registration', name: 't' })).secret;
+    registration = (await tokenCreate(db.current.pool, { kind: 'registration', name: 't' })).secret;
     token = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ci', scope: 'runs' })).secret;
     runner = await new TestRunner(server.url).register(registration);
   });
@@ -44,14 +45,24 @@ describe('trace details', { timeout: 120_000 }, () => {
   });
 
   /** Takes one offer and completes it with `exit`. */
-  async function runOne(exit = 0): Promise<{ step_id: number; token: string }> {
-    const offered = await runner.acquire({ wait_ms: 10_000 });
+  async function runOne(exit = 0, by = runner): Promise<{ step_id: number; token: string }> {
+    const offered = await by.acquire({ wait_ms: 10_000 });
     expect(offered.status).toBe(200);
     const offer = offered.body.offers[0];
     const lease = { step_id: offer.step_id, token: offer.token };
-    expect((await runner.call('ack', { leases: [lease] })).body.results[0]).toMatchObject({ ok: true });
-    expect((await runner.call('complete', { completions: [{ ...lease, exit_code: exit }] })).body.results[0]).toMatchObject({ ok: true });
+    expect((await by.call('ack', { leases: [lease] })).body.results[0]).toMatchObject({ ok: true });
+    expect((await by.call('complete', { completions: [{ ...lease, exit_code: exit }] })).body.results[0]).toMatchObject({ ok: true });
     return lease;
+  }
+
+  async function submit(definition: unknown): Promise<{ id: number; traceId: string }> {
+    const res = await fetch(`${server.url}/api/runs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ file: JSON.stringify(definition) }),
+    });
+    expect(res.status).toBe(200);
+    return (await res.json()) as { id: number; traceId: string };
   }
 
   const launch = () => launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
@@ -102,13 +113,32 @@ describe('trace details', { timeout: 120_000 }, () => {
     expect(receiver.refused).toEqual([]);
   });
 
+  it('the queue span names the verdicts the entry was set aside on and for how long each, from the store', async () => {
+    const { id: runId, traceId } = await submit({ name: 'needs-gpu', steps: { only: { run: 'true', placement: { labels: ['gpu'] } } } });
+    // No runner has the label: the tick that answers a polling runner without it sets the entry
+    // aside on its verdict.
+    const polling = new AbortController();
+    const poll = runner.acquire({ wait_ms: 20_000 }, polling.signal).catch(() => undefined);
+    const blocked = await waitFor(
+      async () => (await db.current.pool.query(`SELECT blocked_verdict FROM queue_ready WHERE run_id = $1 AND blocked_on IS NOT NULL`, [runId])).rows[0]?.blocked_verdict as string | undefined,
+      { what: 'the entry set aside' },
+    );
+    polling.abort();
+    await poll;
+    await waitFor(async () => (await db.current.pool.query(`SELECT now() - blocked_at >= interval '50 milliseconds' AS long FROM queue_ready WHERE run_id = $1`, [runId])).rows[0].long, { what: 'a measurable time set aside' });
+    const gpu = await new TestRunner(server.url).register(registration, { labels: ['gpu'] });
+    await runOne(0, gpu);
+    await waitFor(() => receiver.spans.some((s) => s.traceId === traceId && s.name === 'opschain.queue'), { timeoutMs: 30_000, what: 'the queue span' });
+    const queue = receiver.spans.find((s) => s.traceId === traceId && s.name === 'opschain.queue')!;
+    expect(queue.attributes['opschain.queue.verdicts']).toEqual([blocked]);
+    const waited = queue.attributes[`opschain.queue.verdict.${blocked}.wait_ms`] as number;
+    expect(waited).toBeGreaterThanOrEqual(50);
+    expect(waited).toBeLessThanOrEqual(queue.attributes['opschain.queue.wait_ms'] as number);
+    expect(queue.attributes['opschain.queue.offers']).toBe(1);
+  });
+
   it('a run submitted by hand links to nothing', async () => {
-    const res = await fetch(`${server.url}/api/runs`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ file: JSON.stringify({ name: 'by-hand', steps: { only: { run: 'true' } } }) }),
-    });
-    const { id, traceId } = (await res.json()) as { id: number; traceId: string };
+    const { id, traceId } = await submit({ name: 'by-hand', steps: { only: { run: 'true' } } });
     await runOne();
     await waitFor(() => receiver.spans.some((s) => s.traceId === traceId && isRun(s)), { timeoutMs: 30_000, what: 'the run span' });
     expect(receiver.spans.find((s) => s.traceId === traceId && isRun(s))).toMatchObject({ spanId: runSpanId(traceId, id, 0), links: [] });
