@@ -84,7 +84,7 @@ export interface AttemptFacts {
   step: string;
   attempt: number;
   /** How it ended: a step status, or `requeued` when it went back to the queue as a new attempt. */
-  outcome: 'succeeded' | 'failed' | 'system_error' | 'requeued';
+  outcome: 'succeeded' | 'failed' | 'system_error' | 'cancelled' | 'requeued';
   exitCode: number | null;
   cause: string | null;
   /** `runner_lost`, `pinned_runner_lost`, or null. */
@@ -103,6 +103,7 @@ const LANES = ['system', 'interactive', 'bulk'];
 /** cicd.pipeline.task.run.result of an attempt. */
 export function attemptResult(a: Pick<AttemptFacts, 'outcome' | 'cause'>): string {
   if (a.outcome === 'succeeded') return 'success';
+  if (a.outcome === 'cancelled') return 'cancellation';
   if (a.cause && /^timed out/.test(a.cause)) return 'timeout';
   if (a.cause && /cancel/i.test(a.cause)) return 'cancellation';
   return a.outcome === 'failed' ? 'failure' : 'error';
@@ -141,7 +142,8 @@ export function runSpan(run: FinishedRunFacts): SpanRecord {
       ...(run.templateName ? { 'opschain.template.name': run.templateName } : {}),
       ...(run.triggerId !== null ? { 'opschain.trigger.id': String(run.triggerId) } : {}),
     },
-    ...(run.status === 'failed' || run.status === 'error' ? { error: run.cause ?? run.status } : {}),
+    // A cancelled run did not do what it was asked: its span ends in error, the cancel its message.
+    ...(run.status !== 'succeeded' ? { error: run.cause ?? run.status } : {}),
     ...(run.launch ? { links: [{ traceId: launchTraceId(run.launch.tickId), spanId: launchSpanId(run.launch.tickId), attributes: { 'opschain.link': 'launched_by' } }] } : {}),
   };
 }

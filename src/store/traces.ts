@@ -117,3 +117,35 @@ export async function traceRunsRead(db: Db, runIds: number[]): Promise<FinishedR
           },
   }));
 }
+
+/** Marks a run cancelled in this transaction as one whose spans a replica with traces on sends. */
+export async function traceRunUnsentMark(client: PoolClient, runId: number): Promise<void> {
+  await client.query(`UPDATE runs SET trace_unsent = true WHERE id = $1`, [runId]);
+}
+
+/** Claims up to `limit` runs whose spans no replica sent yet: each claimed once, by one replica. */
+export async function traceRunsUnsentClaim(db: Db, limit: number): Promise<number[]> {
+  const { rows } = await db.query(
+    `UPDATE runs SET trace_unsent = NULL
+      WHERE id IN (SELECT id FROM runs WHERE trace_unsent ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+     RETURNING id`,
+    [limit],
+  );
+  return rows.map((r) => Number(r.id));
+}
+
+/**
+ * The attempts a cancel stopped while they ran, as the steps record them (their leases were revoked
+ * with the cancel: the spans have the step's times, not the lease's).
+ */
+export async function traceCancelledAttemptsRead(db: Db, runIds: number[]): Promise<EndedAttemptRow[]> {
+  if (runIds.length === 0) return [];
+  const { rows } = await db.query(
+    // Started in the run's current round: a step a retry made ready again keeps its last round's start.
+    `SELECT s.id, s.attempt FROM runs r JOIN steps s ON s.run_id = r.id
+      WHERE r.id = ANY($1::bigint[]) AND s.status = 'cancelled' AND s.finished_at IS NOT NULL
+        AND s.started_at >= coalesce(r.trace_round_at, r.created_at)`,
+    [runIds],
+  );
+  return traceAttemptsRead(db, rows.map((r) => ({ stepId: Number(r.id), attempt: r.attempt, status: 'cancelled' })));
+}

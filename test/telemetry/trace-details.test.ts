@@ -3,6 +3,7 @@ import { launchSpanId, launchTraceId, runSpanId } from '../../src/core/trace-ids
 import { webhookSignature } from '../../src/core/triggers.js';
 import { createLogger } from '../../src/logger.js';
 import { oneShotAdd, templatePut, webhookAdd } from '../../src/ops/domain/trigger-definitions.js';
+import { runCancel } from '../../src/orchestrator/cancel.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { RunTracing, tracedHooks } from '../../src/telemetry/run-tracing.js';
@@ -30,11 +31,13 @@ describe('trace details', { timeout: 120_000 }, () => {
   let runner: TestRunner;
   let token: string;
   let registration: string;
+  let tracing: RunTracing;
   beforeAll(async () => {
     await receiver.start();
-    const tracing = new RunTracing();
+    tracing = new RunTracing();
     const hooks = tracedHooks(orchestratorHooks, tracing);
-    server = await startTestServer(db.current.url, { config: { tracingEndpoint: receiver.url }, plan: { tracing, ops: true, webhooks: true, dispatch: { hooks } } });
+    // A short lease, so a runner that stops renewing is declared lost within the test.
+    server = await startTestServer(db.current.url, { config: { tracingEndpoint: receiver.url, leaseTtlMs: 4_000 }, plan: { tracing, ops: true, webhooks: true, dispatch: { hooks } } });
     registration = (await tokenCreate(db.current.pool, { kind: 'registration', name: 't' })).secret;
     token = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ci', scope: 'runs' })).secret;
     runner = await new TestRunner(server.url).register(registration);
@@ -135,6 +138,62 @@ describe('trace details', { timeout: 120_000 }, () => {
     expect(waited).toBeGreaterThanOrEqual(50);
     expect(waited).toBeLessThanOrEqual(queue.attributes['opschain.queue.wait_ms'] as number);
     expect(queue.attributes['opschain.queue.offers']).toBe(1);
+  });
+
+  /** Takes one offer and acknowledges it: the step is running on `by`. */
+  async function startOne(by = runner): Promise<{ step_id: number; token: string }> {
+    const offered = await by.acquire({ wait_ms: 10_000 });
+    expect(offered.status).toBe(200);
+    const lease = { step_id: offered.body.offers[0].step_id, token: offered.body.offers[0].token };
+    expect((await by.call('ack', { leases: [lease] })).body.results[0]).toMatchObject({ ok: true });
+    return lease;
+  }
+
+  const spansOf = (traceId: string) => receiver.spans.filter((s) => s.traceId === traceId);
+  const childOf = (spans: ReceivedSpan[], parent: ReceivedSpan, name: string) => spans.find((s) => s.parentSpanId === parent.spanId && s.name === name);
+
+  it('a run cancelled from the store (no exporter there) is sent by the replica: its span and its running attempt\'s end cancelled, once', async () => {
+    const { id: runId, traceId } = await submit({ name: 'to-cancel', steps: { first: { run: 'sleep 60' }, second: { run: 'true', needs: ['first'] } } });
+    await startOne();
+    // As `opschain runs cancel` does with the store's URL: this process exports nothing.
+    expect(await runCancel(db.current.pool, runId, { actor: 'alice' })).toMatchObject({ cancelled: true, revoked: 1 });
+    await waitFor(() => spansOf(traceId).some(isRun) && spansOf(traceId).some((s) => s.name === 'opschain.execute'), { timeoutMs: 30_000, what: 'the cancelled run\'s spans' });
+    const spans = spansOf(traceId);
+    const run = spans.find(isRun)!;
+    expect(run).toMatchObject({ spanId: runSpanId(traceId, runId, 0), status: { code: 2, message: 'cancelled by alice' } });
+    expect(run.attributes).toMatchObject({ 'cicd.pipeline.result': 'cancellation', 'opschain.run.status': 'cancelled' });
+    const attempts = spans.filter((s) => s.parentSpanId === run.spanId);
+    // The step that never started has no attempt span.
+    expect(attempts.map((s) => s.attributes['cicd.pipeline.task.name'])).toEqual(['first']);
+    expect(attempts[0]).toMatchObject({ status: { code: 2, message: 'cancelled by alice' } });
+    expect(attempts[0].attributes['cicd.pipeline.task.run.result']).toBe('cancellation');
+    expect(childOf(spans, attempts[0], 'opschain.execute')!.attributes['cicd.pipeline.task.run.result']).toBe('cancellation');
+    // Claimed once: the flag is cleared, and another pass (here or on another replica) sends nothing.
+    expect((await db.current.pool.query(`SELECT trace_unsent FROM runs WHERE id = $1`, [runId])).rows[0].trace_unsent).toBeNull();
+    expect(await tracing.sendCancelled()).toBe(0);
+    await tracing.flush();
+    expect(spansOf(traceId)).toHaveLength(spans.length);
+  });
+
+  it('a timed-out attempt ends with status timeout; a lost runner\'s with runner_lost, on its lease span too', async () => {
+    const timed = await submit({ name: 'times-out', steps: { only: { run: 'sleep 60', timeout: '1s' } } });
+    const lease = await startOne();
+    // What the runner agent reports when it kills a step at its timeout.
+    expect((await runner.call('complete', { completions: [{ ...lease, exit_code: null, cause: 'timed out after 1s' }] })).body.results[0]).toMatchObject({ ok: true });
+    await waitFor(() => spansOf(timed.traceId).some(isRun), { timeoutMs: 30_000, what: 'the timed-out run\'s spans' });
+    const attempt = spansOf(timed.traceId).find((s) => s.attributes['cicd.pipeline.task.name'] === 'only')!;
+    expect(attempt).toMatchObject({ status: { code: 2, message: 'timed out after 1s' } });
+    expect(attempt.attributes['cicd.pipeline.task.run.result']).toBe('timeout');
+
+    const lost = await submit({ name: 'loses-runner', steps: { only: { run: 'sleep 60' } } });
+    await startOne();
+    // The runner goes silent: no renewal, so the expiry sweep declares it lost after the lease's 4 s.
+    await waitFor(() => spansOf(lost.traceId).some(isRun), { timeoutMs: 60_000, what: 'the lost runner\'s run spans' });
+    const spans = spansOf(lost.traceId);
+    const lostAttempt = spans.find((s) => s.attributes['cicd.pipeline.task.name'] === 'only')!;
+    expect(lostAttempt.status.code).toBe(2);
+    expect(lostAttempt.attributes).toMatchObject({ 'opschain.attempt.event': 'runner_lost', 'cicd.pipeline.task.run.result': 'error' });
+    expect(childOf(spans, lostAttempt, 'opschain.lease')!.status).toEqual({ code: 2, message: 'runner_lost' });
   });
 
   it('a run submitted by hand links to nothing', async () => {
