@@ -238,6 +238,8 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
   }
   out.push({ traceId, spanId: attemptPhaseSpanId(spanId, 'lease'), parentSpanId: spanId, name: 'opschain.lease', kind: 'internal', start: delivered, end: clampEnd(delivered, a.finishedAt), attributes: l, error: a.event ?? undefined });
 
+  // An offer taken back before its runner acknowledged it executed nothing.
+  if (a.outcome === 'requeued' && lease && !lease.ackedAt) return out;
   const execStart = lease?.ackedAt && lease.ackedAt.getTime() > delivered.getTime() ? lease.ackedAt : delivered;
   const x: SpanRecord['attributes'] = {};
   x['cicd.pipeline.task.run.result'] = result;

@@ -24,7 +24,7 @@ const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name A
 /** The lease columns mapLease reads: statements return these, not `*` (no unread dates to parse). */
 const LEASE_COLS = ['step_id', 'run_id', 'attempt', 'token', 'holder', 'runner_id', 'load', 'pools', 'run_scope', 'max_parallel',
   'claimed_at', 'delivered_at', 'acked_at', 'renewed_at', 'expires_at', 'executing', 'ready_at', 'lane', 'renewals', 'waited'];
-const leaseCols = (alias: string) => LEASE_COLS.map((c) => `${alias}.${c}`).join(', ');
+export const leaseCols = (alias: string) => LEASE_COLS.map((c) => `${alias}.${c}`).join(', ');
 
 export interface LeaseRef { stepId: number; token: string }
 

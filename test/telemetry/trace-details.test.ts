@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchSpanId, launchTraceId, runSpanId } from '../../src/core/trace-ids.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { reclaimDeadPeers } from '../../src/coordination/coordinator.js';
+import { attemptSpanId, launchSpanId, launchTraceId, runSpanId } from '../../src/core/trace-ids.js';
 import { webhookSignature } from '../../src/core/triggers.js';
 import { createLogger } from '../../src/logger.js';
 import { oneShotAdd, templatePut, webhookAdd } from '../../src/ops/domain/trigger-definitions.js';
@@ -201,5 +202,83 @@ describe('trace details', { timeout: 120_000 }, () => {
     await runOne();
     await waitFor(() => receiver.spans.some((s) => s.traceId === traceId && isRun(s)), { timeoutMs: 30_000, what: 'the run span' });
     expect(receiver.spans.find((s) => s.traceId === traceId && isRun(s))).toMatchObject({ spanId: runSpanId(traceId, id, 0), links: [] });
+  });
+});
+
+describe('an offer taken back from a dead replica', { timeout: 120_000 }, () => {
+  const db = useTestDatabase();
+  const receiver = new OtlpReceiver();
+  const servers: ServerHandle[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => s.stop().catch(() => {})));
+    await receiver.stop();
+  });
+
+  async function replica(tracing: RunTracing): Promise<ServerHandle> {
+    const s = await startTestServer(db.current.url, { config: { tracingEndpoint: receiver.url }, plan: { tracing, ops: true, dispatch: { hooks: tracedHooks(orchestratorHooks, tracing) } } });
+    servers.push(s);
+    return s;
+  }
+
+  it('is an attempt span of its own whose queue and lease spans have the store\'s times; the next attempt follows in the trace', async () => {
+    await receiver.start();
+    const a = await replica(new RunTracing());
+    const tracingB = new RunTracing();
+    const b = await replica(tracingB);
+    const registration = (await tokenCreate(db.current.pool, { kind: 'registration', name: 't' })).secret;
+    const token = (await tokenCreate(db.current.pool, { kind: 'admin', name: 'ci', scope: 'runs' })).secret;
+    const viaA = await new TestRunner(a.url).register(registration);
+    const res = await fetch(`${a.url}/api/runs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ file: JSON.stringify({ name: 'reclaimed', steps: { only: { run: 'true' } } }) }),
+    });
+    const { id: runId, traceId } = (await res.json()) as { id: number; traceId: string };
+    const offered = await viaA.acquire({ wait_ms: 10_000 });
+    const offer = offered.body.offers[0];
+    const held = (await db.current.pool.query(`SELECT ready_at, delivered_at, token, holder FROM step_leases WHERE step_id = $1`, [offer.step_id])).rows[0];
+    expect(held.holder).toBe(a.replica.replicaId);
+    // a dies before the runner acknowledged the offer; b takes the claim back as a new attempt.
+    servers.splice(servers.indexOf(a), 1);
+    await a.stop();
+    const reclaimed = await reclaimDeadPeers({
+      pool: db.current.pool,
+      replicaId: b.replica.replicaId,
+      timing: { tickMs: 5_000, stalenessMs: 15_000, shardTtlMs: 15_000, leaderTtlMs: 15_000 },
+      hooks: tracedHooks(orchestratorHooks, tracingB),
+    });
+    expect(reclaimed).toMatchObject([{ stepId: offer.step_id, attempt: 1, requeuedAttempt: 2, exposed: true }]);
+    const viaB = Object.assign(new TestRunner(b.url), { credential: viaA.credential, runnerId: viaA.runnerId });
+    const again = (await viaB.acquire({ wait_ms: 10_000 })).body.offers[0];
+    expect(again).toMatchObject({ step_id: offer.step_id, attempt: 2 });
+    const lease = { step_id: again.step_id, token: again.token };
+    expect((await viaB.call('ack', { leases: [lease] })).body.results[0]).toMatchObject({ ok: true });
+    expect((await viaB.call('complete', { completions: [{ ...lease, exit_code: 0 }] })).body.results[0]).toMatchObject({ ok: true });
+    await waitFor(() => receiver.spans.some((s) => s.traceId === traceId && s.name === 'RUN reclaimed'), { timeoutMs: 30_000, what: 'the run span' });
+    servers.splice(0);
+    await b.stop();
+
+    const spans = receiver.spans.filter((s) => s.traceId === traceId);
+    expect(new Set(spans.map((s) => s.spanId)).size).toBe(spans.length);
+    const run = spans.find((s) => s.spanId === runSpanId(traceId, runId, 0))!;
+    const first = spans.find((s) => s.spanId === attemptSpanId(traceId, offer.step_id, 1))!;
+    const second = spans.find((s) => s.spanId === attemptSpanId(traceId, offer.step_id, 2))!;
+    for (const s of [first, second]) expect(s.parentSpanId).toBe(run.spanId);
+    expect(first.attributes).toMatchObject({ 'opschain.attempt.requeued': true, 'opschain.attempt': 1 });
+    expect(first.status).toMatchObject({ code: 2, message: `replica ${a.replica.replicaId} lost before the runner acked` });
+    const children = spans.filter((s) => s.parentSpanId === first.spanId);
+    // Never acknowledged: a wait in the queue and a lease, no execution.
+    expect(children.map((s) => s.name).sort()).toEqual(['opschain.lease', 'opschain.queue']);
+    const queue = children.find((s) => s.name === 'opschain.queue')!;
+    const leaseSpan = children.find((s) => s.name === 'opschain.lease')!;
+    expect(queue.startMs).toBe(held.ready_at.getTime());
+    expect(queue.endMs).toBe(held.delivered_at.getTime());
+    expect(leaseSpan.startMs).toBe(held.delivered_at.getTime());
+    expect(leaseSpan.endMs).toBeGreaterThanOrEqual(leaseSpan.startMs);
+    expect(leaseSpan.endMs).toBeLessThanOrEqual(second.endMs);
+    expect(leaseSpan.attributes).toMatchObject({ 'opschain.lease.token': String(held.token), 'opschain.lease.replica': a.replica.replicaId, 'cicd.worker.id': viaA.runnerId });
+    expect(first.startMs).toBe(held.ready_at.getTime());
+    // The next attempt's lease was delivered by b after the reclaim.
+    expect(spans.find((s) => s.parentSpanId === second.spanId && s.name === 'opschain.lease')!.attributes['opschain.lease.replica']).toBe(b.replica.replicaId);
   });
 });
