@@ -287,7 +287,7 @@ export async function reclaimDeadPeers(deps: Pick<CoordinationDeps, 'pool' | 're
       const got = await claimReclaimDead(client, { me: deps.replicaId, stalenessMs: deps.timing.stalenessMs, limit: RECLAIM_BATCH });
       for (const r of got) {
         if (r.exposed && deps.hooks) {
-          await deps.hooks.stepRequeued(client, { stepId: r.stepId, fromAttempt: r.attempt, toAttempt: r.requeuedAttempt, reason: `replica ${r.holder} lost before the runner acked` });
+          await deps.hooks.stepRequeued(client, { stepId: r.stepId, fromAttempt: r.attempt, toAttempt: r.requeuedAttempt, reason: `replica ${r.holder} lost before the runner acked`, lease: r.lease });
         }
       }
       // Every replica's dispatcher wakes on commit: the owners of those shards may be elsewhere.

@@ -73,6 +73,18 @@ export function attemptSpanId(traceId: string, stepId: number, attempt: number):
   return spanIdOf(`attempt:${traceId}:${stepId}:${attempt}`);
 }
 
+/**
+ * The trace of a trigger launch (one tick of the ledger; for a webhook, its delivery): a trace of
+ * its own, which the run it started links to. Derived from the tick's id, as every id is from store ids.
+ */
+export function launchTraceId(tickId: number): string {
+  return spanIdOf(`opschain:tick:${tickId}`) + spanIdOf(`opschain:launch:${tickId}`);
+}
+
+export function launchSpanId(tickId: number): string {
+  return spanIdOf(`launch:${tickId}`);
+}
+
 export type AttemptPhase = 'queue' | 'lease' | 'execute';
 
 /** The child spans of an attempt: its wait in the queue, its lease, its execution. */

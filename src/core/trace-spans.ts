@@ -1,4 +1,4 @@
-import { attemptPhaseSpanId, attemptSpanId, runSpanId, runTraceId, traceSampled, type RunTrace, type Sampler } from './trace-ids.js';
+import { attemptPhaseSpanId, attemptSpanId, launchSpanId, launchTraceId, runSpanId, runTraceId, traceSampled, type RunTrace, type Sampler } from './trace-ids.js';
 
 /**
  * The spans of a run, as plain data built from the store's timestamps: the exporter turns them
@@ -12,12 +12,32 @@ export interface SpanRecord {
   /** The parent is the caller's span (from a traceparent), not one of ours. */
   parentRemote?: boolean;
   name: string;
-  kind: 'internal' | 'server';
+  kind: 'internal' | 'server' | 'producer';
   start: Date;
   end: Date;
-  attributes: Record<string, string | number | boolean>;
+  attributes: Record<string, string | number | boolean | string[]>;
   /** Set: the span ended in error, with this message. Unset (or undefined): ok. */
   error?: string | undefined;
+  /** Spans of other traces this one follows from (a run links to the trigger launch that started it). */
+  links?: SpanLink[];
+}
+
+export interface SpanLink {
+  traceId: string;
+  spanId: string;
+  attributes: Record<string, string | number | boolean>;
+}
+
+/** The launch of a run by a trigger, as the tick ledger recorded it (and its webhook delivery, if one). */
+export interface LaunchFacts {
+  tickId: number;
+  kind: 'schedule' | 'once' | 'webhook';
+  triggerId: number;
+  /** When the launch was due (a schedule's tick, a one-shot's time) or, for a webhook, when its delivery was received. */
+  dueAt: Date;
+  firedAt: Date;
+  deliveryId: number | null;
+  deliveryKey: string | null;
 }
 
 /** What a run row holds for its spans. */
@@ -37,6 +57,8 @@ export interface FinishedRunFacts extends RunTraceFacts {
   /** The trigger that launched the run, when one did. */
   triggerId: number | null;
   templateName: string | null;
+  /** The trigger launch that created the run, while the tick ledger still holds it. */
+  launch?: LaunchFacts | null;
 }
 
 /** The lease an attempt held, as the store had it when the attempt ended. */
@@ -52,6 +74,8 @@ export interface LeaseFacts {
   renewals: number;
   /** The replica that claimed and delivered it. */
   holder: string;
+  /** Milliseconds the entry was set aside out of the claim path, per verdict; null when never. */
+  waited?: Record<string, number> | null;
 }
 
 export interface AttemptFacts {
@@ -60,7 +84,7 @@ export interface AttemptFacts {
   step: string;
   attempt: number;
   /** How it ended: a step status, or `requeued` when it went back to the queue as a new attempt. */
-  outcome: 'succeeded' | 'failed' | 'system_error' | 'requeued';
+  outcome: 'succeeded' | 'failed' | 'system_error' | 'cancelled' | 'requeued';
   exitCode: number | null;
   cause: string | null;
   /** `runner_lost`, `pinned_runner_lost`, or null. */
@@ -79,6 +103,7 @@ const LANES = ['system', 'interactive', 'bulk'];
 /** cicd.pipeline.task.run.result of an attempt. */
 export function attemptResult(a: Pick<AttemptFacts, 'outcome' | 'cause'>): string {
   if (a.outcome === 'succeeded') return 'success';
+  if (a.outcome === 'cancelled') return 'cancellation';
   if (a.cause && /^timed out/.test(a.cause)) return 'timeout';
   if (a.cause && /cancel/i.test(a.cause)) return 'cancellation';
   return a.outcome === 'failed' ? 'failure' : 'error';
@@ -117,7 +142,38 @@ export function runSpan(run: FinishedRunFacts): SpanRecord {
       ...(run.templateName ? { 'opschain.template.name': run.templateName } : {}),
       ...(run.triggerId !== null ? { 'opschain.trigger.id': String(run.triggerId) } : {}),
     },
-    ...(run.status === 'failed' || run.status === 'error' ? { error: run.cause ?? run.status } : {}),
+    // A cancelled run did not do what it was asked: its span ends in error, the cancel its message.
+    ...(run.status !== 'succeeded' ? { error: run.cause ?? run.status } : {}),
+    ...(run.launch ? { links: [{ traceId: launchTraceId(run.launch.tickId), spanId: launchSpanId(run.launch.tickId), attributes: { 'opschain.link': 'launched_by' } }] } : {}),
+  };
+}
+
+/**
+ * The span of the trigger launch (or webhook delivery) that started a run: a trace of its own,
+ * from the launch's due time (a webhook's receipt) to the run's creation, which the run span links
+ * to. As OpenTelemetry's messaging conventions have a message's processing link to its creation,
+ * the run, the work the launch set off, carries the link: the launch is a producer span and has
+ * no children. Emitted with the run's first round, so once.
+ */
+export function launchSpan(launch: LaunchFacts, run: Pick<FinishedRunFacts, 'id' | 'name' | 'templateName'>): SpanRecord {
+  const webhook = launch.kind === 'webhook';
+  const attributes: SpanRecord['attributes'] = {
+    'opschain.trigger.id': String(launch.triggerId),
+    'opschain.trigger.kind': launch.kind,
+    'opschain.trigger.tick.id': String(launch.tickId),
+    'opschain.run.id': String(run.id),
+    'cicd.pipeline.name': run.name,
+  };
+  if (run.templateName) attributes['opschain.template.name'] = run.templateName;
+  if (launch.deliveryKey !== null) attributes['opschain.webhook.delivery.id'] = launch.deliveryKey;
+  return {
+    traceId: launchTraceId(launch.tickId),
+    spanId: launchSpanId(launch.tickId),
+    name: webhook ? 'opschain.webhook.delivery' : 'opschain.trigger.launch',
+    kind: 'producer',
+    start: launch.dueAt,
+    end: clampEnd(launch.dueAt, launch.firedAt),
+    attributes,
   };
 }
 
@@ -159,6 +215,13 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
     q['opschain.queue.wait_ms'] = Math.max(0, delivered.getTime() - lease.readyAt.getTime());
     // Every attempt is one offer: the attempt number counts the offers of the step so far.
     q['opschain.queue.offers'] = a.attempt;
+    // The verdicts it was set aside on, longest first, and for how long each; the rest of the
+    // wait it was claimable, waiting for a runner's room or the next tick.
+    if (lease.waited) {
+      const verdicts = Object.keys(lease.waited).sort((x, y) => lease.waited![y] - lease.waited![x] || (x < y ? -1 : 1));
+      q['opschain.queue.verdicts'] = verdicts;
+      for (const v of verdicts) q[`opschain.queue.verdict.${v}.wait_ms`] = lease.waited[v];
+    }
     out.push({ traceId, spanId: attemptPhaseSpanId(spanId, 'queue'), parentSpanId: spanId, name: 'opschain.queue', kind: 'internal', start: lease.readyAt, end: clampEnd(lease.readyAt, delivered), attributes: q });
   }
 
@@ -175,6 +238,8 @@ export function attemptSpans(a: AttemptFacts): SpanRecord[] {
   }
   out.push({ traceId, spanId: attemptPhaseSpanId(spanId, 'lease'), parentSpanId: spanId, name: 'opschain.lease', kind: 'internal', start: delivered, end: clampEnd(delivered, a.finishedAt), attributes: l, error: a.event ?? undefined });
 
+  // An offer taken back before its runner acknowledged it executed nothing.
+  if (a.outcome === 'requeued' && lease && !lease.ackedAt) return out;
   const execStart = lease?.ackedAt && lease.ackedAt.getTime() > delivered.getTime() ? lease.ackedAt : delivered;
   const x: SpanRecord['attributes'] = {};
   x['cicd.pipeline.task.run.result'] = result;

@@ -19,8 +19,11 @@ export const UNBLOCK_NUDGED_MS = 0;
  */
 const flowing = (acceptExceeding: boolean): Postures => ({ halted: false, quiesced: false, acceptExceeding });
 
-const keyOf = (e: QueueEntry, inputs: VerdictInputs, acceptExceeding: boolean) =>
-  blockingKey(e, verdict(e, inputs, flowing(acceptExceeding), inputs.pools, inputs.pins), inputs.pools);
+const blockingOf = (e: QueueEntry, inputs: VerdictInputs, acceptExceeding: boolean) => {
+  const v = verdict(e, inputs, flowing(acceptExceeding), inputs.pools, inputs.pins);
+  return { on: blockingKey(e, v, inputs.pools), verdict: v.code };
+};
+const keyOf = (e: QueueEntry, inputs: VerdictInputs, acceptExceeding: boolean) => blockingOf(e, inputs, acceptExceeding).on;
 
 /**
  * Sets aside the entries a tick could not place whose verdict over the whole fleet is one only a
@@ -31,10 +34,10 @@ export async function blockUnplaceable(db: Db, unplaced: QueueEntry[], acceptExc
   const entries = recent ? unplaced.filter((e) => !recent.has(e)) : unplaced;
   if (entries.length === 0) return 0;
   const inputs = await verdictInputsRead(db, entries);
-  const items: Array<{ stepId: number; on: string }> = [];
+  const items: Array<{ stepId: number; on: string; verdict: string }> = [];
   for (const e of entries) {
-    const on = keyOf(e, inputs, acceptExceeding);
-    if (on) items.push({ stepId: e.stepId, on });
+    const { on, verdict: code } = blockingOf(e, inputs, acceptExceeding);
+    if (on) items.push({ stepId: e.stepId, on, verdict: code });
     else recent?.add(e);
   }
   return queueBlock(db, items);

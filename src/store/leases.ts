@@ -23,8 +23,8 @@ const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name A
 
 /** The lease columns mapLease reads: statements return these, not `*` (no unread dates to parse). */
 const LEASE_COLS = ['step_id', 'run_id', 'attempt', 'token', 'holder', 'runner_id', 'load', 'pools', 'run_scope', 'max_parallel',
-  'claimed_at', 'delivered_at', 'acked_at', 'renewed_at', 'expires_at', 'executing', 'ready_at', 'lane', 'renewals'];
-const leaseCols = (alias: string) => LEASE_COLS.map((c) => `${alias}.${c}`).join(', ');
+  'claimed_at', 'delivered_at', 'acked_at', 'renewed_at', 'expires_at', 'executing', 'ready_at', 'lane', 'renewals', 'waited'];
+export const leaseCols = (alias: string) => LEASE_COLS.map((c) => `${alias}.${c}`).join(', ');
 
 export interface LeaseRef { stepId: number; token: string }
 
@@ -50,6 +50,8 @@ export interface LeaseRow {
   lane?: number;
   /** Renewals so far; absent when not read. */
   renewals?: number;
+  /** Milliseconds the entry spent set aside, per verdict (migration 0005); absent when not read or none. */
+  waited?: Record<string, number> | null;
 }
 
 export const mapLease = (r: any): LeaseRow => ({
@@ -72,6 +74,7 @@ export const mapLease = (r: any): LeaseRow => ({
   ...(r.ready_at !== undefined ? { readyAt: r.ready_at } : {}),
   ...(r.lane !== undefined ? { lane: r.lane } : {}),
   ...(r.renewals !== undefined ? { renewals: r.renewals ?? 0 } : {}),
+  ...(r.waited !== undefined ? { waited: r.waited } : {}),
 });
 
 const refs = (items: LeaseRef[]) => [items.map((i) => i.stepId), items.map((i) => i.token)];
@@ -220,10 +223,10 @@ const leaseCompleteSql = (more: string) =>
 
 const LEASE_COMPLETE = prepared(leaseCompleteSql(''));
 /** The completion that also returns the lease's times, for the attempt's spans (only when traces are on). */
-const LEASE_COMPLETE_TIMED = prepared(leaseCompleteSql(', d.holder, d.lane, d.ready_at, d.claimed_at, d.delivered_at, d.acked_at, d.renewed_at, d.renewals'));
+const LEASE_COMPLETE_TIMED = prepared(leaseCompleteSql(', d.holder, d.lane, d.ready_at, d.claimed_at, d.delivered_at, d.acked_at, d.renewed_at, d.renewals, d.waited'));
 
 /** The times of a lease that ended, as an attempt's spans show them. */
-export type LeaseTimes = Pick<LeaseRow, 'token' | 'holder' | 'runnerId' | 'claimedAt' | 'deliveredAt' | 'ackedAt' | 'renewedAt' | 'readyAt' | 'lane' | 'renewals'>;
+export type LeaseTimes = Pick<LeaseRow, 'token' | 'holder' | 'runnerId' | 'claimedAt' | 'deliveredAt' | 'ackedAt' | 'renewedAt' | 'readyAt' | 'lane' | 'renewals' | 'waited'>;
 
 /** A lease a completion ended: what the orchestrator is told of it. */
 export type CompletedLease = Pick<LeaseRow, 'stepId' | 'runId' | 'attempt' | 'token' | 'runScope'> & { runnerId: string; pools: string[]; times?: LeaseTimes };
@@ -240,7 +243,7 @@ export async function leaseComplete(client: PoolClient, p: { items: HeldLeaseRef
   return rows.map((r) => ({
     stepId: Number(r.step_id), runId: Number(r.run_id), attempt: r.attempt, token: String(r.token), runnerId: r.runner_id, runScope: r.run_scope, pools: r.pools ?? [],
     ...(p.times
-      ? { times: { token: String(r.token), holder: r.holder, runnerId: r.runner_id, lane: r.lane, readyAt: r.ready_at, renewals: r.renewals ?? 0, claimedAt: r.claimed_at, deliveredAt: r.delivered_at, ackedAt: r.acked_at, renewedAt: r.renewed_at } }
+      ? { times: { token: String(r.token), holder: r.holder, runnerId: r.runner_id, lane: r.lane, readyAt: r.ready_at, renewals: r.renewals ?? 0, waited: r.waited, claimedAt: r.claimed_at, deliveredAt: r.delivered_at, ackedAt: r.acked_at, renewedAt: r.renewed_at } }
       : {}),
   }));
 }

@@ -14,7 +14,7 @@ export const ENQUEUED_COLUMNS = ['step_id', 'run_id', 'shard', 'attempt', 'prior
   'run_scope', 'max_parallel', 'site_stamp'] as const;
 
 /** Every column of a queue entry (what mapEntry reads), in one order: a lease row carries them so it can go back unchanged. */
-const ENTRY_COLUMNS = [...ENQUEUED_COLUMNS, 'ready_at', 'position'];
+const ENTRY_COLUMNS = [...ENQUEUED_COLUMNS, 'ready_at', 'position', 'waited'];
 export const ENTRY_COLS = ENTRY_COLUMNS.join(', ');
 export const entryCols = (alias: string) => ENTRY_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
 
@@ -189,13 +189,13 @@ export async function queueClaim(client: PoolClient, p: ClaimParams): Promise<Qu
  * Sets entries aside out of the claim path, each keyed by what would make it placeable again
  * (core/blocking.ts). An entry delivered, cancelled or already set aside meanwhile is left alone.
  */
-export async function queueBlock(db: Db, items: Array<{ stepId: number; on: string }>): Promise<number> {
+export async function queueBlock(db: Db, items: Array<{ stepId: number; on: string; verdict: string }>): Promise<number> {
   if (items.length === 0) return 0;
   const { rowCount } = await db.query(
-    `UPDATE queue_ready q SET blocked_on = b.on_key, blocked_at = now()
-       FROM unnest($1::bigint[], $2::text[]) AS b(step_id, on_key)
+    `UPDATE queue_ready q SET blocked_on = b.on_key, blocked_at = now(), blocked_verdict = b.verdict
+       FROM unnest($1::bigint[], $2::text[], $3::text[]) AS b(step_id, on_key, verdict)
       WHERE q.step_id = b.step_id AND q.blocked_on IS NULL`,
-    [items.map((i) => i.stepId), items.map((i) => i.on)],
+    [items.map((i) => i.stepId), items.map((i) => i.on), items.map((i) => i.verdict)],
   );
   return rowCount ?? 0;
 }
@@ -232,7 +232,11 @@ export async function queueUnblock(db: Db, p: { shards: number[]; groups: Array<
   if (p.groups.length === 0) return 0;
   const { rows } = await db.query(
     `WITH u AS (
-       UPDATE queue_ready q SET blocked_on = NULL, blocked_at = NULL
+       -- The time set aside is added to the entry's waits under the verdict it was set aside on.
+       UPDATE queue_ready q SET blocked_on = NULL, blocked_at = NULL, blocked_verdict = NULL,
+              waited = jsonb_set(coalesce(q.waited, '{}'), ARRAY[coalesce(q.blocked_verdict, 'blocked')],
+                                 to_jsonb(coalesce((q.waited ->> coalesce(q.blocked_verdict, 'blocked'))::bigint, 0)
+                                          + greatest(0, round(extract(epoch FROM now() - q.blocked_at) * 1000))::bigint))
          FROM unnest($2::text[], $3::jsonb[], $4::real[]) AS g(on_key, requirement, load)
         WHERE q.blocked_on = g.on_key AND q.requirement IS NOT DISTINCT FROM g.requirement AND q.load = g.load
           AND q.shard = ANY($1::smallint[])

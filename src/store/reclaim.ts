@@ -1,4 +1,5 @@
 import type { PoolClient } from './pool.js';
+import { leaseCols, mapLease, type LeaseRow } from './leases.js';
 import { ENTRY_COLS, entryColsBack } from './queue.js';
 
 export interface ReclaimedClaim {
@@ -11,6 +12,8 @@ export interface ReclaimedClaim {
   requeuedAttempt: number;
   /** True when the claim had been delivered to a runner's acquire (so a late holder must be fenced). */
   exposed: boolean;
+  /** The lease as it was when taken back: its times, for the spans of the attempt it ended. */
+  lease: LeaseRow;
 }
 
 /**
@@ -49,7 +52,7 @@ export async function claimReclaimDead(client: PoolClient, p: { me: string; stal
        ON CONFLICT (step_id) DO NOTHING
        RETURNING step_id, attempt
      )
-     SELECT g.step_id, g.run_id, g.holder, g.attempt, b.attempt AS requeued_attempt, g.delivered_at IS NOT NULL AS exposed
+     SELECT ${leaseCols('g')}, b.attempt AS requeued_attempt, g.delivered_at IS NOT NULL AS exposed
        FROM gone g LEFT JOIN back b ON b.step_id = g.step_id
       ORDER BY g.step_id`,
     [p.me, p.stalenessMs, p.limit],
@@ -61,5 +64,6 @@ export async function claimReclaimDead(client: PoolClient, p: { me: string; stal
     attempt: r.attempt,
     requeuedAttempt: r.requeued_attempt ?? (r.exposed ? r.attempt + 1 : r.attempt),
     exposed: r.exposed,
+    lease: mapLease(r),
   }));
 }

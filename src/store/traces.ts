@@ -84,8 +84,13 @@ export async function traceStepRequeued(client: PoolClient, p: { stepId: number;
 export async function traceRunsRead(db: Db, runIds: number[]): Promise<FinishedRunFacts[]> {
   if (runIds.length === 0) return [];
   const { rows } = await db.query(
-    `SELECT ${RUN_TRACE_COLS}, r.status, r.cause, r.created_at, r.trace_round_at, r.finished_at, r.trigger_id, r.template_name
+    `SELECT ${RUN_TRACE_COLS}, r.status, r.cause, r.created_at, r.trace_round_at, r.finished_at, r.trigger_id, r.template_name,
+            t.id AS tick_id, t.kind AS tick_kind, t.due_at AS tick_due_at, t.fired_at AS tick_fired_at, t.delivery_id, d.delivery_key, d.received_at
        FROM runs r
+       -- The launch that created a triggered run, found through the ledger's (trigger_id, id) index.
+       LEFT JOIN LATERAL (SELECT t.id, t.kind, t.due_at, t.fired_at, t.delivery_id FROM trigger_ticks t
+                           WHERE r.trigger_id IS NOT NULL AND t.trigger_id = r.trigger_id AND t.run_id = r.id AND t.outcome = 'fired' LIMIT 1) t ON true
+       LEFT JOIN webhook_deliveries d ON d.id = t.delivery_id
       WHERE r.id = ANY($1::bigint[]) AND r.status <> 'running' AND r.finished_at IS NOT NULL`,
     [runIds],
   );
@@ -98,5 +103,49 @@ export async function traceRunsRead(db: Db, runIds: number[]): Promise<FinishedR
     finishedAt: r.finished_at,
     triggerId: r.trigger_id == null ? null : Number(r.trigger_id),
     templateName: r.template_name ?? null,
+    launch:
+      r.tick_id == null
+        ? null
+        : {
+            tickId: Number(r.tick_id),
+            kind: r.tick_kind,
+            triggerId: Number(r.trigger_id),
+            dueAt: r.received_at ?? r.tick_due_at,
+            firedAt: r.tick_fired_at ?? r.created_at,
+            deliveryId: r.delivery_id == null ? null : Number(r.delivery_id),
+            deliveryKey: r.delivery_key ?? null,
+          },
   }));
+}
+
+/** Marks a run cancelled in this transaction as one whose spans a replica with traces on sends. */
+export async function traceRunUnsentMark(client: PoolClient, runId: number): Promise<void> {
+  await client.query(`UPDATE runs SET trace_unsent = true WHERE id = $1`, [runId]);
+}
+
+/** Claims up to `limit` runs whose spans no replica sent yet: each claimed once, by one replica. */
+export async function traceRunsUnsentClaim(db: Db, limit: number): Promise<number[]> {
+  const { rows } = await db.query(
+    `UPDATE runs SET trace_unsent = NULL
+      WHERE id IN (SELECT id FROM runs WHERE trace_unsent ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+     RETURNING id`,
+    [limit],
+  );
+  return rows.map((r) => Number(r.id));
+}
+
+/**
+ * The attempts a cancel stopped while they ran, as the steps record them (their leases were revoked
+ * with the cancel: the spans have the step's times, not the lease's).
+ */
+export async function traceCancelledAttemptsRead(db: Db, runIds: number[]): Promise<EndedAttemptRow[]> {
+  if (runIds.length === 0) return [];
+  const { rows } = await db.query(
+    // Started in the run's current round: a step a retry made ready again keeps its last round's start.
+    `SELECT s.id, s.attempt FROM runs r JOIN steps s ON s.run_id = r.id
+      WHERE r.id = ANY($1::bigint[]) AND s.status = 'cancelled' AND s.finished_at IS NOT NULL
+        AND s.started_at >= coalesce(r.trace_round_at, r.created_at)`,
+    [runIds],
+  );
+  return traceAttemptsRead(db, rows.map((r) => ({ stepId: Number(r.id), attempt: r.attempt, status: 'cancelled' })));
 }

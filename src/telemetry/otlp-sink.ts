@@ -10,7 +10,8 @@ export interface SpanSink {
   shutdown(): Promise<void>;
 }
 
-const KIND = { internal: 0, server: 1 } as const;
+// The SDK's SpanKind values.
+const KIND = { internal: 0, server: 1, producer: 3 } as const;
 const STATUS_OK = 1;
 const STATUS_ERROR = 2;
 
@@ -69,7 +70,7 @@ export async function createOtlpSink(p: { url: string; serviceName: string; repl
       duration: [Math.floor(ms / 1000), (ms % 1000) * 1_000_000],
       status: s.error !== undefined ? { code: STATUS_ERROR, message: s.error } : { code: STATUS_OK },
       attributes: s.attributes,
-      links: [],
+      links: s.links ? s.links.map((l) => ({ context: { traceId: l.traceId, spanId: l.spanId, traceFlags: 1 }, attributes: l.attributes })) : [],
       events: [],
       ended: true,
       resource,

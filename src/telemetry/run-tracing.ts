@@ -1,9 +1,9 @@
 import { runSpanId, runTraceId, type Sampler } from '../core/trace-ids.js';
-import { attemptSpans, runSampled, runSpan, type AttemptFacts, type SpanRecord } from '../core/trace-spans.js';
+import { attemptSpans, launchSpan, runSampled, runSpan, type AttemptFacts, type SpanRecord } from '../core/trace-spans.js';
 import type { Logger } from '../logger.js';
 import type { OrchestratorHooks, StepOutcome, StepsEnded } from '../orchestrator/contract.js';
 import { afterCommit, type Pool, type PoolClient } from '../store/pool.js';
-import { traceAttemptsRead, traceRunsRead, traceStepRequeued } from '../store/traces.js';
+import { traceAttemptsRead, traceCancelledAttemptsRead, traceRunsRead, traceRunsUnsentClaim, traceStepRequeued } from '../store/traces.js';
 import type { SpanSink } from './otlp-sink.js';
 
 /** An attempt a committed transaction ended, with what only the ending call knew of it. */
@@ -94,10 +94,37 @@ export class RunTracing {
     for (const run of runs) {
       if (!runSampled(run, on.sampler)) continue;
       spans.push(runSpan(run));
+      // The launch's own trace goes out with the run's first round: once, and only for a run kept.
+      if (run.launch && run.round === 0) spans.push(launchSpan(run.launch, run));
       const traceId = runTraceId(run);
       on.log.debug({ run: run.id, status: run.status, trace_id: traceId, span_id: runSpanId(traceId, run.id, run.round) }, 'run trace emitted');
     }
     if (spans.length > 0) on.sink.emit(spans);
+  }
+
+  /**
+   * One pass of the cancelled runs' spans: claims runs a cancel marked (on any process; each run
+   * claimed by one replica) and emits their run span and the attempts the cancel stopped. Returns
+   * how many runs it claimed. Off: nothing.
+   */
+  async sendCancelled(limit = 100): Promise<number> {
+    const on = this.on;
+    if (!on) return 0;
+    const runIds = await traceRunsUnsentClaim(on.pool, limit);
+    if (runIds.length === 0) return 0;
+    const [runs, attempts] = await Promise.all([traceRunsRead(on.pool, runIds), traceCancelledAttemptsRead(on.pool, runIds)]);
+    const spans: SpanRecord[] = [];
+    for (const r of attempts) {
+      if (!runSampled(r.run, on.sampler)) continue;
+      spans.push(...attemptSpans({ ...r, outcome: 'cancelled', event: null, lease: null }));
+    }
+    for (const run of runs) {
+      if (!runSampled(run, on.sampler)) continue;
+      spans.push(runSpan(run));
+      if (run.launch && run.round === 0) spans.push(launchSpan(run.launch, run));
+    }
+    if (spans.length > 0) on.sink.emit(spans);
+    return runIds.length;
   }
 
   /**
@@ -132,7 +159,7 @@ export class RunTracing {
 
 function leaseFacts(l: StepOutcome['lease']): AttemptFacts['lease'] {
   if (!l) return null;
-  return { readyAt: l.readyAt ?? null, claimedAt: l.claimedAt, deliveredAt: l.deliveredAt, ackedAt: l.ackedAt, renewedAt: l.renewedAt, token: l.token, lane: l.lane ?? null, renewals: l.renewals ?? 0, holder: l.holder };
+  return { readyAt: l.readyAt ?? null, claimedAt: l.claimedAt, deliveredAt: l.deliveredAt, ackedAt: l.ackedAt, renewedAt: l.renewedAt, token: l.token, lane: l.lane ?? null, renewals: l.renewals ?? 0, holder: l.holder, waited: l.waited ?? null };
 }
 
 /**

@@ -290,7 +290,16 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const { rows: leases } = await pool.query(`SELECT step_id FROM step_leases ORDER BY step_id`);
     expect(leases.map((r) => r.step_id)).toEqual([103, 104]);
     expect((await pool.query(`SELECT * FROM pool_holds`)).rowCount).toBe(0);
-    expect(a.requeued).toEqual([{ stepId: 102, fromAttempt: 2, toAttempt: 3, reason: 'replica web-dead00 lost before the runner acked' }]);
+    // The hook is handed the lease as it was taken back: its spans show its times.
+    expect(a.requeued).toEqual([
+      {
+        stepId: 102,
+        fromAttempt: 2,
+        toAttempt: 3,
+        reason: 'replica web-dead00 lost before the runner acked',
+        lease: expect.objectContaining({ stepId: 102, attempt: 2, holder: dead.id, runnerId: 'r1', ackedAt: null, deliveredAt: expect.any(Date), readyAt: expect.any(Date) }),
+      },
+    ]);
   });
 
   it('two replicas reclaiming at once requeue each claim exactly once', async () => {

@@ -11,11 +11,13 @@ export interface ReceivedSpan {
   startMs: number;
   endMs: number;
   status: { code: number; message?: string };
-  attributes: Record<string, string | number | boolean>;
-  resource: Record<string, string | number | boolean>;
+  attributes: Record<string, string | number | boolean | string[]>;
+  resource: Record<string, string | number | boolean | string[]>;
+  links: Array<{ traceId: string; spanId: string; attributes: Record<string, string | number | boolean | string[]> }>;
 }
 
-function anyValue(v: any): string | number | boolean {
+function anyValue(v: any): string | number | boolean | string[] {
+  if (v.arrayValue !== undefined) return (v.arrayValue.values ?? []).map((x: any) => String(anyValue(x)));
   if (v.stringValue !== undefined) return v.stringValue;
   if (v.intValue !== undefined) return Number(v.intValue);
   if (v.doubleValue !== undefined) return Number(v.doubleValue);
@@ -62,6 +64,7 @@ export class OtlpReceiver {
                   status: s.status ?? { code: 0 },
                   attributes: attrs(s.attributes),
                   resource,
+                  links: (s.links ?? []).map((l: any) => ({ traceId: l.traceId, spanId: l.spanId, attributes: attrs(l.attributes) })),
                 });
               }
             }
