@@ -88,6 +88,27 @@ export class WaiterRegistry {
   }
 
   /**
+   * The acquires parked now that no tick holds, reserved for one hand-off of freed steps (which
+   * delivers only to these, as a tick does to its snapshot) until `letGo`.
+   */
+  unheld(): ParkedAcquire[] {
+    const list = [...this.parked.values()].filter((a) => !a.settled && !a.reserved && a.slots > 0);
+    for (const a of list) a.reserved = true;
+    return list;
+  }
+
+  /**
+   * A hand-off is over: calls whose window ended meanwhile and got nothing are answered empty.
+   * Unlike a tick's end, a call that waits one tick is left parked for the tick it waits for.
+   */
+  letGo(list: ParkedAcquire[]): void {
+    for (const a of list) {
+      a.reserved = false;
+      if (a.expired && !a.settled) a.deliver([]);
+    }
+  }
+
+  /**
    * The acquires that parked since the running tick took its snapshot (or its last join), oldest
    * first and as many as `maxSlots` can serve in full, reserved for it too: a tick still planning
    * takes them in instead of leaving them for the next one.
