@@ -10,6 +10,13 @@ import { TickLedger } from './tick-ledger.js';
 import { runnerIdsOf, TickWaiters } from './tick-waiters.js';
 import type { ParkedAcquire } from './waiters.js';
 
+/**
+ * Parked calls one hand-off considers, the longest waiting first: its read of their runners rides
+ * in a completion's transaction, which must stay short however large the parked fleet. A step
+ * none of them can take is left to the ticks, which consider every call.
+ */
+const MAX_CALLS = 64;
+
 /** What a hand-off needs of its replica's dispatcher. */
 export interface HandOffDeps extends Pick<DispatchDeps, 'registry' | 'fair' | 'acceptExceeding' | 'hooks' | 'replicaId' | 'ttlMs' | 'ownedShards' | 'claimLanes'> {
   /** Whether this replica's queue is known to hold nothing due that a tick would claim first. */
@@ -41,7 +48,8 @@ export function claimableByShard(e: Pick<QueueEntry, 'shard' | 'siteStamp'>, own
  *  - only entries a tick of this replica claims from its own shards (site stamps honoured), in no
  *    pool and not run-scoped (no pool hold to lock and no pin to write inside a completion, whose
  *    run locks are held already), and no larger than every parked match (judged by the fleet);
- *  - only to calls no tick holds (reserved here as a tick reserves its snapshot), after the
+ *  - only to calls no tick holds (held here, as a tick holds its snapshot, and no tick takes
+ *    them until the transaction ends; at most MAX_CALLS of them), after the
  *    posture and the runners (drains, labels, running load) are read in the same transaction: a
  *    fleet held by a posture or a drained runner gets nothing;
  *  - with the delivery every tick writes (commitDeliveries): a fresh token and the ack deadline.
@@ -66,29 +74,40 @@ export class FreedHandOff {
     const lanes = this.d.claimLanes?.();
     const takeable = queued.filter((e) => e.pools.length === 0 && !e.runScope && e.blockedOn === undefined && claimableByShard(e, owned, lanes));
     if (takeable.length === 0) return none;
-    const calls = this.d.registry.unheld();
-    this.calls.push(...calls);
+    const calls = this.d.registry.unheld(MAX_CALLS);
     if (calls.length === 0) return none;
+    this.calls = calls;
+    const planned = await this.plan(client, calls, takeable);
+    // Calls given nothing are let go at once: a tick may serve them while this transaction ends.
+    const kept = new Set(planned ? planned.ledger.deliveries.map((p) => planned.waiters.callOf.get(p.waiter)!) : []);
+    this.d.registry.letGo(calls.filter((c) => !kept.has(c)));
+    this.calls = [...kept];
+    if (!planned || kept.size === 0) return none;
+    const { ledger, waiters } = planned;
+    this.sent = kept;
+    this.delivered = await commitDeliveries(client, this.d, { deliveries: ledger.deliveries, pinned: ledger.pinned, callOf: waiters.callOf });
+    return new Set(this.delivered.leases.map((l) => l.lease.stepId));
+  };
+
+  /** The tick's planner over these calls and entries, with the posture and runners read in the transaction; null: nothing to plan. */
+  private async plan(client: Parameters<FreedOffer>[0], calls: ParkedAcquire[], takeable: QueueEntry[]): Promise<{ ledger: TickLedger; waiters: TickWaiters } | null> {
     const parked = await fleetParkedRead(client, runnerIdsOf(calls));
-    if (offersHeldBy(parked.posture)) return none;
+    if (offersHeldBy(parked.posture)) return null;
     const waiters = new TickWaiters();
     waiters.add(calls, parked.runners);
     const open = waiters.open();
-    if (open.length === 0) return none;
+    if (open.length === 0) return null;
     // A step larger than some parked runner is judged against the whole fleet (exceeds every
     // max_load?): a tick's to do.
     const smallest = Math.min(...open.map((w) => w.maxLoad));
     const claims = takeable.filter((e) => e.load <= smallest);
-    if (claims.length === 0) return none;
+    if (claims.length === 0) return null;
     const ledger = new TickLedger(this.d.fair);
     const view = ledger.planInput();
     const plan = planDelivery({ claims, waiters: open, ...view, acceptExceeding: this.d.acceptExceeding, fairShare: ledger.fair, runnerRuns: waiters.runnerRuns });
     for (const p of plan.deliveries) waiters.planned(p, ledger.record(p, view));
-    if (ledger.deliveries.length === 0) return none;
-    this.sent = new Set(ledger.deliveries.map((p) => waiters.callOf.get(p.waiter)!));
-    this.delivered = await commitDeliveries(client, this.d, { deliveries: ledger.deliveries, pinned: ledger.pinned, callOf: waiters.callOf });
-    return new Set(this.delivered.leases.map((l) => l.lease.stepId));
-  };
+    return { ledger, waiters };
+  }
 
   /** The transaction committed: the calls get their offers, the rest are let go. */
   async settle(): Promise<void> {
