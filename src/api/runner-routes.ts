@@ -172,11 +172,15 @@ function registerRoute(app: App, { registration, dispatch, opts }: RunnerRoutes)
     },
     async (req, reply) => {
       const b = req.body as Record<string, any>;
-      const { runnerId, credential } = await registration.register(
+      // Taken before the write: a notice about this runner arriving meanwhile keeps it out of the cache.
+      const mark = opts.credentials?.mark();
+      const { runnerId, credential, runner } = await registration.register(
         tokens.get(req)!,
         { name: b.name, group: b.group, labels: b.labels, executors: b.executors, maxLoad: b.max_load, maxParallelSteps: b.max_parallel_steps, site: b.site, protocolVersion: b.protocol_version },
         req.ip,
       );
+      // The runner's first call finds its credential here instead of reading the store.
+      if (mark !== undefined) opts.credentials?.put(mark, [runner]);
       return reply.code(201).send({ runner_id: runnerId, credential, lease_ttl_ms: dispatch.ttlMs, poll_window_ms: opts.pollWindowMs });
     },
   );

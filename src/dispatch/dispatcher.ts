@@ -15,6 +15,7 @@ import { commitDeliveries, type CommittedDeliveries } from './commit-deliveries.
 import type { DispatchDeps, DispatcherOptions } from './deps.js';
 import { emit as emitDispatch } from '../events.js';
 import { LeaseGroupCommit } from './group-commit.js';
+import { FreedHandOff } from './hand-off.js';
 import { handBack } from './lifecycle.js';
 import { toOffer, type Offer } from './offers.js';
 import { offersHeldBy } from './postures.js';
@@ -176,7 +177,7 @@ export class Dispatcher implements DispatchDeps {
    * this replica and nothing since says otherwise (QueueSeen).
    */
   async pass(): Promise<TickResult | null> {
-    const key = JSON.stringify([this.ownedShards(), this.claimLanes?.() ?? null]);
+    const key = this.queueKey();
     if (this.seen.knownEmpty(key)) {
       // A call that carried completions waits for one tick, not for the queue to fill.
       this.registry.answerOneTick();
@@ -404,7 +405,16 @@ export class Dispatcher implements DispatchDeps {
     result.waiters = calls.length;
     result.delivered = delivered.leases.length;
     result.tookAll = delivered.lastShort && result.returned === 0 && result.delivered === result.claimed;
-    // Fair-share advances only for deliveries that committed.
+    await this.answerDelivered(delivered);
+    emitDispatch(this.events, 'dispatch:tick', result);
+    return result;
+  }
+
+  /**
+   * Deliveries that committed (a tick's, or a hand-off's of freed steps): fair share charged for
+   * them alone, their waits and warnings reported, their calls answered.
+   */
+  async answerDelivered(delivered: CommittedDeliveries): Promise<void> {
     const committed = new Map(delivered.leases.map((l) => [l.lease.stepId, l.lease.deliveredAt]));
     const waits: Array<{ lane: QueueEntry['lane']; seconds: number }> = [];
     for (const d of delivered.deliveries) {
@@ -422,8 +432,18 @@ export class Dispatcher implements DispatchDeps {
     }
     if (waits.length > 0) emitDispatch(this.events, 'dispatch:delivered', { waits });
     if (delivered.leases.length > 0) await this.answer(delivered.leases, delivered.details);
-    emitDispatch(this.events, 'dispatch:tick', result);
-    return result;
+  }
+
+  /** A hand-off of the steps the next group of completions frees, to this replica's parked calls. */
+  handOff = (): FreedHandOff => new FreedHandOff(this);
+
+  /** Whether the queue this replica claims from is known to hold nothing due (QueueSeen), and no posture held the last tick. */
+  queueKnownEmpty(): boolean {
+    return !this.heldLastTick && this.seen.knownEmpty(this.queueKey());
+  }
+
+  private queueKey(): string {
+    return JSON.stringify([this.ownedShards(), this.claimLanes?.() ?? null]);
   }
 
   /** Hands committed leases to their parked calls; a call that went away meanwhile gets them handed back. */

@@ -3,6 +3,7 @@ import type { StepOutcome } from '../orchestrator/contract.js';
 import { doneByToken, heldKey, leaseAck, leaseComplete, leaseRenew, leaseTableVacuum, type HeldLeaseRef } from '../store/leases.js';
 import { withTransaction, type PoolClient } from '../store/pool.js';
 import { ChurnVacuum } from './churn-vacuum.js';
+import type { FreedHandOff } from './hand-off.js';
 import type { DispatchDeps } from './deps.js';
 import { emit } from '../events.js';
 
@@ -39,7 +40,7 @@ export const LEASE_VACUUM_EVERY = 5_000;
  * completions (calls that were in flight together may be ordered either way). A completion whose
  * lease is gone answers ok only when that runner already completed it with that token.
  */
-export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 'ttlMs' | 'hooks' | 'traceLeases'>, calls: Call[]): Promise<GroupApplied> {
+export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 'ttlMs' | 'hooks' | 'traceLeases'>, calls: Call[], handOff?: FreedHandOff): Promise<GroupApplied> {
   const of = (k: Call['kind']) => calls.filter((c) => c.kind === k);
   const acked = await leaseAck(client, { ttlMs: deps.ttlMs, items: of('ack').flatMap((c) => c.items) });
   const renewed = await leaseRenew(client, { ttlMs: deps.ttlMs, items: of('renew').flatMap((c) => c.items) });
@@ -73,7 +74,7 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
         ...(lease.times ? { lease: lease.times } : {}),
       };
     });
-    await deps.hooks.stepsFinished(client, outcomes);
+    await deps.hooks.stepsFinished(client, outcomes, handOff ? { offerFreed: handOff.offer } : undefined);
     for (const o of outcomes) statuses[o.status === 'succeeded' ? 'succeeded' : 'failed'] += 1;
     for (const k of await doneByToken(client, completions.filter((c) => !ended.has(heldKey(c))))) ended.add(k);
   }
@@ -83,7 +84,10 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
 }
 
 /** What a group commit writes with and signals through: the dispatcher that owns it. */
-export type GroupCommitDeps = Pick<DispatchDeps, 'pool' | 'log' | 'ttlMs' | 'hooks' | 'events' | 'kick' | 'leaseVacuumEvery'>;
+export type GroupCommitDeps = Pick<DispatchDeps, 'pool' | 'log' | 'ttlMs' | 'hooks' | 'events' | 'kick' | 'leaseVacuumEvery'> & {
+  /** A hand-off of the steps a group frees to parked calls, in the group's transaction; absent: none. */
+  handOff?: () => FreedHandOff;
+};
 
 /**
  * Group commit of one replica's lease writes (a field of its Dispatcher). A call joins the group that forms while the
@@ -135,8 +139,20 @@ export class LeaseGroupCommit {
   }
 
   private async apply(calls: Call[]): Promise<void> {
-    const applied = await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, calls));
+    const handOff = calls.some((c) => c.kind === 'complete') ? this.deps.handOff?.() : undefined;
+    let applied: GroupApplied;
+    try {
+      applied = await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, calls, handOff));
+    } catch (err) {
+      handOff?.fail(err);
+      throw err;
+    }
     this.count(calls.length);
+    // The offers go out before the completions are answered: the runner that completed may park
+    // next, and the hand-off's calls are let go before the kick below wakes a tick.
+    if (handOff) {
+      await handOff.settle().catch((err) => this.deps.log.warn({ err: (err as Error).message }, 'dispatch: answering the offers of freed steps failed'));
+    }
     this.settle(applied);
   }
 

@@ -3,7 +3,7 @@ import { hashSecret, newSecret, secretKind } from '../core/tokens.js';
 import { Conflict, Forbidden } from '../errors.js';
 import { auditRecord } from '../store/audit.js';
 import type { Pool } from '../store/pool.js';
-import { RegistrationGroupRefusedError, runnerRegisterExclusive, RunnerNameTakenError } from '../store/runners.js';
+import { RegistrationGroupRefusedError, runnerRegisterExclusive, RunnerNameTakenError, type RunnerRow } from '../store/runners.js';
 import { tokenVerify, type TokenRow } from '../store/tokens.js';
 
 export const PROTOCOL_VERSION = 1;
@@ -24,6 +24,8 @@ export interface Registered {
   runnerId: string;
   /** The runner's credential: shown this once, stored only as its hash. */
   credential: string;
+  /** The runner as registered (what a credential lookup would read of it now). */
+  runner: RunnerRow;
 }
 
 /**
@@ -69,6 +71,6 @@ export class RegistrationService {
     }
     const { runner, retired } = registered;
     await auditRecord(pool, { actor: `token:${token.id}`, action: 'runner.register', target: runner.id, source, detail: { name: runner.name, group: runner.group, ...(retired.length ? { retired } : {}) } });
-    return { runnerId: runner.id, credential };
+    return { runnerId: runner.id, credential, runner };
   }
 }

@@ -20,6 +20,8 @@ export interface ParkedAcquire {
   settled: boolean;
   /** Held by a running dispatch tick: its window may end, but the answer waits for the tick. */
   reserved: boolean;
+  /** Held by a hand-off of freed steps (dispatch/hand-off.ts) until its transaction ends: no tick takes it meanwhile. */
+  handOff: boolean;
   /** The window ended while reserved: answer empty when the tick lets go. */
   expired: boolean;
   /** Hands offers to the caller; returns false when it already settled (the caller must hand them back). */
@@ -33,7 +35,7 @@ export class WaiterRegistry {
   private parked = new Map<number, ParkedAcquire>();
   private seq = 0;
 
-  park(p: Omit<ParkedAcquire, 'seq' | 'settled' | 'reserved' | 'expired' | 'deliver' | 'fail'>, timeoutMs: number, signal?: AbortSignal): { acquire: ParkedAcquire; offers: Promise<Offer[]> } {
+  park(p: Omit<ParkedAcquire, 'seq' | 'settled' | 'reserved' | 'handOff' | 'expired' | 'deliver' | 'fail'>, timeoutMs: number, signal?: AbortSignal): { acquire: ParkedAcquire; offers: Promise<Offer[]> } {
     let resolveOffers!: (o: Offer[]) => void;
     let rejectOffers!: (err: Error) => void;
     const offers = new Promise<Offer[]>((resolve, reject) => {
@@ -53,6 +55,7 @@ export class WaiterRegistry {
       seq: ++this.seq,
       settled: false,
       reserved: false,
+      handOff: false,
       expired: false,
       deliver: (o) => {
         if (acquire.settled) return false;
@@ -70,7 +73,7 @@ export class WaiterRegistry {
     // call may still answer it; only a caller that went away (abort) forces a hand-back.
     const timer = setTimeout(() => {
       if (acquire.settled) return;
-      if (acquire.reserved) acquire.expired = true;
+      if (acquire.reserved || acquire.handOff) acquire.expired = true;
       else settle([]);
     }, timeoutMs);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -82,9 +85,36 @@ export class WaiterRegistry {
 
   /** The acquires parked now, reserved for one tick: a tick delivers only to these. */
   snapshot(): ParkedAcquire[] {
-    const list = [...this.parked.values()].filter((a) => !a.settled && a.slots > 0);
+    const list = [...this.parked.values()].filter((a) => !a.settled && !a.handOff && a.slots > 0);
     for (const a of list) a.reserved = true;
     return list;
+  }
+
+  /**
+   * The acquires parked now that no tick holds, reserved for one hand-off of freed steps (which
+   * delivers only to these, as a tick does to its snapshot) until `letGo`.
+   */
+  unheld(max: number): ParkedAcquire[] {
+    const list: ParkedAcquire[] = [];
+    // Oldest first: the calls that have waited longest are offered first.
+    for (const a of this.parked.values()) {
+      if (list.length >= max) break;
+      if (a.settled || a.reserved || a.handOff || a.slots <= 0) continue;
+      a.handOff = true;
+      list.push(a);
+    }
+    return list;
+  }
+
+  /**
+   * A hand-off is over: calls whose window ended meanwhile and got nothing are answered empty.
+   * Unlike a tick's end, a call that waits one tick is left parked for the tick it waits for.
+   */
+  letGo(list: ParkedAcquire[]): void {
+    for (const a of list) {
+      a.handOff = false;
+      if (a.expired && !a.reserved && !a.settled) a.deliver([]);
+    }
   }
 
   /**
@@ -95,7 +125,7 @@ export class WaiterRegistry {
   joiners(maxSlots: number): ParkedAcquire[] {
     const list: ParkedAcquire[] = [];
     for (const a of this.parked.values()) {
-      if (a.settled || a.reserved || a.slots <= 0) continue;
+      if (a.settled || a.reserved || a.handOff || a.slots <= 0) continue;
       if (a.slots > maxSlots) break;
       maxSlots -= a.slots;
       a.reserved = true;
@@ -129,7 +159,7 @@ export class WaiterRegistry {
    * nothing due, so the tick could only have answered them so.
    */
   answerOneTick(): void {
-    for (const a of [...this.parked.values()]) if (a.oneTick && !a.settled && !a.reserved) a.deliver([]);
+    for (const a of [...this.parked.values()]) if (a.oneTick && !a.settled && !a.reserved && !a.handOff) a.deliver([]);
   }
 
   get size(): number {

@@ -1,3 +1,4 @@
+import type { QueueEntry } from '../core/entry.js';
 import type { DeliveryWrite, LeaseTimes } from '../store/leases.js';
 import type { PoolClient } from '../store/pool.js';
 
@@ -24,6 +25,13 @@ export interface StepsEnded {
 }
 
 /**
+ * Takes entries a finish has just queued, in the finish's own transaction (the dispatch plane
+ * handing them straight to parked calls): returns the step ids it leased. What it leaves is
+ * announced to every dispatcher before the commit, as any enqueue is.
+ */
+export type FreedOffer = (client: PoolClient, queued: QueueEntry[]) => Promise<Set<number>>;
+
+/**
  * The orchestrator's side of the seam with the dispatch plane. Each hook runs inside the
  * caller's transaction, so a lease transition and the run's progress commit together.
  */
@@ -39,8 +47,11 @@ export interface OrchestratorHooks {
    * tick. When present, the dispatch tick delivers with it and does not call stepsStarted.
    */
   stepsStartedWithDelivery?: DeliveryWrite;
-  /** Batch form of stepFinished: each run is locked and rolled up once for all its outcomes. */
-  stepsFinished(client: PoolClient, outcomes: StepOutcome[]): Promise<StepsEnded | void>;
+  /**
+   * Batch form of stepFinished: each run is locked and rolled up once for all its outcomes. With
+   * `offerFreed`, the steps the outcomes free are offered through it as soon as they are queued.
+   */
+  stepsFinished(client: PoolClient, outcomes: StepOutcome[], opts?: { offerFreed?: FreedOffer }): Promise<StepsEnded | void>;
   /** A step's attempt went back to the queue as a new attempt (release, un-acked offer, reclaimed exposed claim). */
   stepRequeued(client: PoolClient, p: { stepId: number; fromAttempt: number; toAttempt: number; reason: string; lease?: LeaseTimes }): Promise<void>;
 }

@@ -21,7 +21,7 @@ import {
   stepsFinishClose,
   type RunRow,
 } from '../store/runs.js';
-import type { OrchestratorHooks, StepOutcome, StepsEnded } from './contract.js';
+import type { FreedOffer, OrchestratorHooks, StepOutcome, StepsEnded } from './contract.js';
 import { enqueueFreedSteps } from './enqueue.js';
 
 /**
@@ -54,7 +54,7 @@ async function failPinnedRun(client: PoolClient, run: Pick<RunRow, 'id'>, runner
  * when it began, and a count that waited for another transaction's lock on the run would judge
  * the run by steps that transaction has since finished.
  */
-async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Promise<StepsEnded> {
+async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[], offerFreed?: FreedOffer): Promise<StepsEnded> {
   const known: StepOutcome[] = [];
   for (const o of outcomes) {
     const runId = o.runId ?? (await stepGet(client, o.stepId))?.runId;
@@ -70,7 +70,7 @@ async function finishOutcomes(client: PoolClient, outcomes: StepOutcome[]): Prom
   const outcomeOf = new Map(known.map((o) => [o.stepId, o]));
 
   const freed = await stepsReleaseAfter(client, finished.filter((s) => s.status === 'succeeded' && s.dependents > 0).map((s) => ({ runId: s.runId, name: s.name })));
-  await enqueueFreedSteps(client, freed.steps, freed.runs);
+  await enqueueFreedSteps(client, freed.steps, freed.runs, offerFreed);
   const pinLost: Array<{ runId: number; runnerId: string }> = [];
   // Steps skipped below a failure close too: counted off their runs after the finished ones.
   const skippedOf = new Map<number, number>();
@@ -119,8 +119,8 @@ export const orchestratorHooks: OrchestratorHooks = {
 
   stepsStartedWithDelivery: stepsStartSql,
 
-  async stepsFinished(client, outcomes) {
-    return finishOutcomes(client, outcomes);
+  async stepsFinished(client, outcomes, opts) {
+    return finishOutcomes(client, outcomes, opts?.offerFreed);
   },
 
   async stepRequeued(client, p) {

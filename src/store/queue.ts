@@ -50,7 +50,7 @@ export const mapEntry = (r: any): QueueEntry => ({
   ...(r.blocked_on ? { blockedOn: r.blocked_on as string } : {}),
 });
 
-const QUEUE_ENQUEUE = prepared(
+const enqueueSql = (returning: string) =>
   `WITH q AS (
      INSERT INTO queue_ready (${ENQUEUED_COLUMNS.join(', ')})
      SELECT i.step_id, i.run_id, run_shard(i.run_id), i.attempt, i.priority, i.lane, i.fair_key, ${projectWeightSql('i.fair_key')},
@@ -62,11 +62,35 @@ const QUEUE_ENQUEUE = prepared(
         AND NOT EXISTS (SELECT 1 FROM step_leases l WHERE l.step_id = i.step_id)
       ORDER BY i.step_id
      ON CONFLICT (step_id) DO NOTHING
-     RETURNING step_id)
+     RETURNING ${returning})`;
+
+const QUEUE_ENQUEUE = prepared(
+  `${enqueueSql('step_id')}
    -- Wakes every replica's dispatcher on commit when something was queued (one notification
    -- however many rows: PostgreSQL folds identical ones within a transaction).
    SELECT step_id, pg_notify('${QUEUE_CHANNEL}', '') IS NULL AS woke FROM q`,
 );
+
+/** The enqueue that wakes nobody and returns each entry whole: its caller decides who must hear of it. */
+const QUEUE_ENQUEUE_QUIET = prepared(`${enqueueSql('*')} SELECT * FROM q`);
+
+const enqueueJson = (items: EnqueueItem[]) =>
+  JSON.stringify(
+    items.map((i) => ({
+      step_id: i.stepId,
+      run_id: i.runId,
+      attempt: i.attempt,
+      priority: i.priority,
+      lane: i.lane,
+      fair_key: i.fairKey,
+      pools: i.pools,
+      requirement: i.requirement,
+      load: i.load,
+      run_scope: i.runScope,
+      max_parallel: i.maxParallel,
+      site_stamp: i.siteStamp,
+    })),
+  );
 
 /**
  * Idempotent per (step, attempt), in one statement that also takes each entry's weight and wakes
@@ -75,25 +99,19 @@ const QUEUE_ENQUEUE = prepared(
  */
 export async function queueEnqueue(db: Db, items: EnqueueItem[]): Promise<number[]> {
   if (items.length === 0) return [];
-  const { rows } = await db.query(QUEUE_ENQUEUE([
-      JSON.stringify(
-        items.map((i) => ({
-          step_id: i.stepId,
-          run_id: i.runId,
-          attempt: i.attempt,
-          priority: i.priority,
-          lane: i.lane,
-          fair_key: i.fairKey,
-          pools: i.pools,
-          requirement: i.requirement,
-          load: i.load,
-          run_scope: i.runScope,
-          max_parallel: i.maxParallel,
-          site_stamp: i.siteStamp,
-        })),
-      ),
-    ]));
+  const { rows } = await db.query(QUEUE_ENQUEUE([enqueueJson(items)]));
   return rows.map((r) => Number(r.step_id));
+}
+
+/**
+ * queueEnqueue without the notification: returns the entries queued, whole, for a caller that may
+ * take them in the same transaction. Whatever it leaves queued it must announce (queueNotify)
+ * before its commit, or no dispatcher hears of it until its next poll.
+ */
+export async function queueEnqueueQuiet(db: Db, items: EnqueueItem[]): Promise<QueueEntry[]> {
+  if (items.length === 0) return [];
+  const { rows } = await db.query(QUEUE_ENQUEUE_QUIET([enqueueJson(items)]));
+  return rows.map(mapEntry);
 }
 
 /**

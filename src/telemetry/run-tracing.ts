@@ -175,8 +175,8 @@ export function tracedHooks(inner: OrchestratorHooks, tracing: RunTracing): Orch
       if (tracing.active) tracing.ended(client, [outcome], ended);
       return ended;
     },
-    async stepsFinished(client, outcomes) {
-      const ended = await inner.stepsFinished(client, outcomes);
+    async stepsFinished(client, outcomes, opts) {
+      const ended = await inner.stepsFinished(client, outcomes, opts);
       if (tracing.active) tracing.ended(client, outcomes, ended);
       return ended;
     },
