@@ -196,7 +196,9 @@ async function main(): Promise<number> {
 
   const faketime = ensureLibfaketime(log);
   if ('reason' in faketime) log(`clock-skew faults will be skipped: ${faketime.reason}`);
-  const cluster = new ChaosCluster({ databaseUrl: store.url, replicaStoreUrl: bouncer?.url, pair, bouncer, dir, replicas: args.replicas, runners: args.runners, leaseTtlMs: LEASE_TTL_MS, pollWindowMs: 10_000, libfaketime: faketime.lib, benchExecutor: args.executor === 'bench', log });
+  // In-process steps cost a runner nothing: more of them at once keep the dispatch plane, not the
+  // round trips of a loaded machine, the bound.
+  const cluster = new ChaosCluster({ databaseUrl: store.url, replicaStoreUrl: bouncer?.url, pair, bouncer, dir, replicas: args.replicas, runners: args.runners, leaseTtlMs: LEASE_TTL_MS, pollWindowMs: 10_000, libfaketime: faketime.lib, benchExecutor: args.executor === 'bench', maxParallelSteps: args.executor === 'bench' ? 8 : 4, log });
   for (const s of store.skipped) cluster.counters.skipped.push(s);
   onCleanup(() => cluster.stop());
   log(`starting ${args.replicas} replicas and ${args.runners} runners (lease TTL ${LEASE_TTL_MS / 1000}s, staleness ${STALENESS_MS / 1000}s)`);
