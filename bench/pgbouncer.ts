@@ -70,6 +70,8 @@ export class PgBouncer {
         'max_client_conn = 400',
         'default_pool_size = 20',
         'server_check_delay = 0',
+        // A connect refused while the address points at a dead primary is retried within a second, not the default 15 s.
+        'server_login_retry = 1',
         `admin_users = ${user}`,
         '',
       ].join('\n'),
