@@ -398,8 +398,21 @@ export class ChaosCluster {
     await this.startRunner(i);
   }
 
+  /**
+   * Freezes a runner while it holds work (an acked lease: steps that finish at once leave a runner
+   * idle for moments), waiting up to a minute for some, so its late renewals and completions meet
+   * the fence.
+   */
   async pauseRunner(i: number, pauseMs: number): Promise<void> {
     this.count('runner-pause');
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline && !this.stopped) {
+      const { rowCount } = await this.pool
+        .query(`SELECT 1 FROM step_leases l JOIN runners r ON r.id = l.runner_id WHERE r.name = $1 AND l.acked_at IS NOT NULL LIMIT 1`, [this.runners[i].name])
+        .catch(() => ({ rowCount: 0 }));
+      if (rowCount) break;
+      await sleep(50);
+    }
     const p = this.runners[i].proc;
     p?.signal('SIGSTOP');
     await sleep(pauseMs);
