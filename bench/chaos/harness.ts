@@ -1,6 +1,7 @@
 /**
  * The chaos cluster: real `opschain server start` replicas and real `opschain runner` processes on
- * loopback, one PostgreSQL, a fault proxy in front of the store for each replica and one in front
+ * loopback, one PostgreSQL (or a primary with a synchronous standby behind one address, reached
+ * through PgBouncer), a fault proxy in front of the store for each replica and one in front
  * of each replica's HTTP port (the runners' only way in). Faults are methods; the storm driver
  * (run.ts) and the deterministic test tier call them. Every process started here is stopped by
  * stop(), and by a process 'exit' hook if the harness dies first.
@@ -10,6 +11,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { findLibfaketime, skewedEnv } from '../faketime.js';
+import type { PgBouncer } from '../pgbouncer.js';
+import type { PgPair } from '../pg-pair.js';
 import { shardOf } from '../../src/core/fnv.js';
 import { runFileLoad } from '../../src/orchestrator/runfile.js';
 import { runRetry } from '../../src/orchestrator/retry.js';
@@ -20,9 +23,12 @@ import { poolLimitSet } from '../../src/store/pools.js';
 import { postureSet } from '../../src/store/posture.js';
 import { tokenCreate } from '../../src/store/tokens.js';
 import { FaultProxy } from '../fault-proxy.js';
-import { BIN, freePort } from '../procs.js';
+import { BIN, freePort, ROOT } from '../procs.js';
 import { check, parseHistory, parseSideEffects, type CheckReport, type FinalStep, type HistoryRecord } from './checker.js';
 import type { ReplyPath } from './schedule.js';
+
+/** The runner with the bench executor (built: the chaos run starts it from dist/). */
+const BENCH_RUNNER = join(ROOT, 'dist', 'bench', 'chaos', 'bench-runner.js');
 
 const live = new Set<ChildProcess>();
 process.on('exit', () => {
@@ -43,8 +49,9 @@ export class Proc {
   paused = false;
   private readonly exited: Promise<number | null>;
 
-  constructor(args: string[], env: NodeJS.ProcessEnv, readonly label: string) {
-    this.child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, NO_COLOR: '1', OCLIF_SKIP_UPDATE_CHECK: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  /** `entry`: the script started with node (default: the opschain CLI). */
+  constructor(args: string[], env: NodeJS.ProcessEnv, readonly label: string, entry: string = BIN) {
+    this.child = spawn(process.execPath, [entry, ...args], { env: { ...process.env, NO_COLOR: '1', OCLIF_SKIP_UPDATE_CHECK: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     live.add(this.child);
     const keep = (d: Buffer) => {
       this.output += d.toString();
@@ -116,6 +123,17 @@ export interface ClusterOptions {
   maxParallelSteps?: number;
   /** libfaketime's preload library for the clock-skew faults; without it they are skipped and said so. */
   libfaketime?: string;
+  /**
+   * Where the replicas' store proxies lead (PgBouncer in transaction mode), when not straight to
+   * `databaseUrl`; LISTEN then takes a direct session to `databaseUrl`, as docs/scaling.md says.
+   */
+  replicaStoreUrl?: string;
+  /** The primary and standby behind `databaseUrl`, for the failover fault; without it the fault is skipped and said so. */
+  pair?: PgPair;
+  /** The PgBouncer at `replicaStoreUrl`, for its restarts. */
+  bouncer?: PgBouncer;
+  /** Runners run workload steps in-process (bench/chaos/bench-executor.ts) instead of forking /bin/sh for each. */
+  benchExecutor?: boolean;
   log: (m: string) => void;
 }
 
@@ -137,6 +155,11 @@ export class ChaosCluster {
   readonly historyDir: string;
   readonly counters: Counters = { submittedRuns: 0, submittedSteps: 0, retriedRuns: 0, replicaStartRetries: 0, faults: {}, skipped: [] };
   readonly reofferMs: number[] = [];
+  /** From each store fault's end (a promotion, PgBouncer back) to the first step started after it, by fault. */
+  readonly resumeMs: Array<{ fault: string; ms: number }> = [];
+  /** Runner incarnations started with a skewed clock: their history's times are moved back by the offset. */
+  private skewedHistories = 0;
+  private failedOver = false;
   private registration = '';
   private stopped = false;
   private probes = 0;
@@ -155,7 +178,7 @@ export class ChaosCluster {
   }
 
   async start(): Promise<void> {
-    const u = new URL(this.opts.databaseUrl);
+    const u = new URL(this.opts.replicaStoreUrl ?? this.opts.databaseUrl);
     for (let i = 0; i < this.opts.replicas; i++) {
       const port = await freePort();
       const store = new FaultProxy(u.hostname, Number(u.port || 5432));
@@ -168,8 +191,8 @@ export class ChaosCluster {
     await this.startReplica(0);
     await Promise.all(this.replicas.slice(1).map((r) => this.startReplica(r.index)));
     this.registration = (await tokenCreate(this.pool, { kind: 'registration', name: 'chaos' })).secret;
-    await poolLimitSet(this.pool, { name: 'db', limit: 4 });
-    await poolLimitSet(this.pool, { name: 'deploy', limit: 2 });
+    await poolLimitSet(this.pool, { name: 'db', limit: 12 });
+    await poolLimitSet(this.pool, { name: 'deploy', limit: 6 });
     for (let i = 0; i < this.opts.runners; i++) {
       const name = `chaos-runner-${i}`;
       this.runners.push({ index: i, name, home: join(this.opts.dir, name) });
@@ -186,7 +209,7 @@ export class ChaosCluster {
   }
 
   storeUrl(r: Replica): string {
-    const u = new URL(this.opts.databaseUrl);
+    const u = new URL(this.opts.replicaStoreUrl ?? this.opts.databaseUrl);
     u.hostname = '127.0.0.1';
     u.port = String(r.store.port);
     return u.toString();
@@ -215,7 +238,7 @@ export class ChaosCluster {
     r.id = `chaos-${i}-${r.boots}-${randomBytes(2).toString('hex')}`;
     const home = join(this.opts.dir, `replica-${i}`);
     r.proc = new Proc(
-      ['server', 'start', '--database-url', this.storeUrl(r), '--port', String(r.port), '--home', home, '--log-level', 'warn'],
+      ['server', 'start', '--database-url', this.storeUrl(r), ...(this.opts.replicaStoreUrl ? ['--listen-database-url', this.opts.databaseUrl] : []), '--port', String(r.port), '--home', home, '--log-level', 'warn'],
       {
         OPSCHAIN_HOME: home,
         OPSCHAIN_REPLICA_ID: r.id,
@@ -239,19 +262,22 @@ export class ChaosCluster {
     }
   }
 
-  async startRunner(i: number): Promise<void> {
+  /** `skewSeconds`: the runner's clock moved (libfaketime); its history goes to a file of its own, read back with the offset undone. */
+  async startRunner(i: number, skewSeconds?: number): Promise<void> {
     const slot = this.runners[i];
+    const history = skewSeconds === undefined ? `${slot.name}.jsonl` : `${slot.name}.skew${skewSeconds}.${++this.skewedHistories}.jsonl`;
     // Each runner prefers a different replica and fails over along the others, all through the proxies.
     const urls = this.replicas.map((r) => `http://127.0.0.1:${r.http.port}`);
     const ordered = [...urls.slice(i % urls.length), ...urls.slice(0, i % urls.length)];
     slot.proc = new Proc(
       [
-        'runner', '--server', ordered.join(','), '--registration-token', this.registration, '--name', slot.name,
+        ...(this.opts.benchExecutor ? [] : ['runner']), '--server', ordered.join(','), '--registration-token', this.registration, '--name', slot.name,
         '--max-parallel-steps', String(this.opts.maxParallelSteps ?? 4), '--max-load', String(this.opts.maxParallelSteps ?? 4),
-        '--work-dir', join(this.opts.dir, 'work', slot.name), '--history', join(this.historyDir, `${slot.name}.jsonl`), '--log-level', 'warn', '--grace', '10s',
+        '--work-dir', join(this.opts.dir, 'work', slot.name), '--history', join(this.historyDir, history), '--log-level', 'warn', '--grace', '10s',
       ],
-      { OPSCHAIN_HOME: slot.home, OPSCHAIN_SERVER: '', OPSCHAIN_LOG_LEVEL: '' },
+      { OPSCHAIN_HOME: slot.home, OPSCHAIN_SERVER: '', OPSCHAIN_LOG_LEVEL: '', ...(skewSeconds === undefined ? {} : skewedEnv(this.opts.libfaketime!, skewSeconds)) },
       slot.name,
+      this.opts.benchExecutor ? BENCH_RUNNER : BIN,
     );
   }
 
@@ -306,15 +332,15 @@ export class ChaosCluster {
     await probe;
   }
 
+  private skip(msg: string): void {
+    if (!this.counters.skipped.includes(msg)) this.counters.skipped.push(msg);
+    this.opts.log(msg);
+  }
+
   /** Restarts a replica under libfaketime with its clock offset; skipped with a message when libfaketime is not installed. */
   async skewReplica(i: number, seconds: number, holdMs: number): Promise<void> {
     const lib = this.opts.libfaketime ?? findLibfaketime();
-    if (!lib) {
-      const msg = 'clock skew skipped: libfaketime is not installed (apt-get install -y libfaketime)';
-      if (!this.counters.skipped.includes(msg)) this.counters.skipped.push(msg);
-      this.opts.log(msg);
-      return;
-    }
+    if (!lib) return this.skip('clock skew skipped: libfaketime is not installed (apt-get install -y libfaketime)');
     this.count('clock-skew');
     const r = this.replicas[i];
     await r.proc?.stop();
@@ -324,6 +350,47 @@ export class ChaosCluster {
     await this.startReplica(i);
   }
 
+  /**
+   * Restarts a runner (a clean stop: its steps finish within the grace or are released) under
+   * libfaketime with its clock offset, holds, and restarts it with the true clock.
+   */
+  async skewRunner(i: number, seconds: number, holdMs: number): Promise<void> {
+    if (!this.opts.libfaketime) return this.skip('runner clock skew skipped: libfaketime is not installed (apt-get install -y libfaketime)');
+    this.count('runner-skew');
+    const slot = this.runners[i];
+    await slot.proc?.stop(20_000);
+    await this.startRunner(i, seconds);
+    await sleep(holdMs);
+    await slot.proc?.stop(20_000);
+    await this.startRunner(i);
+  }
+
+  /**
+   * The primary is killed (-9 of every backend), the standby promoted and the one address moved
+   * to it, as an operator's failover does; the time from the promotion (the new primary's clock)
+   * to the first step started after it is measured. Once per run: the old primary is gone.
+   */
+  async failover(): Promise<void> {
+    const pair = this.opts.pair;
+    if (!pair) return this.skip('primary failover skipped: the store is not a primary with a standby started by the run (no PostgreSQL server binaries, or --database-url)');
+    if (this.failedOver) return this.skip('a second primary failover skipped: the promoted standby has no standby of its own');
+    this.failedOver = true;
+    this.count('store-failover');
+    await pair.killPrimary();
+    const promotedAt = await pair.promote();
+    pair.switchAddress();
+    await this.measureResume('failover', promotedAt);
+  }
+
+  /** PgBouncer killed (-9), down for `downMs`, started again on its address; the time from its return to the next step started is measured. */
+  async restartBouncer(downMs: number): Promise<void> {
+    const bouncer = this.opts.bouncer;
+    if (!bouncer) return this.skip('PgBouncer restarts skipped: the replicas reach the store without PgBouncer (not installed, or --database-url)');
+    this.count('pgbouncer-restart');
+    await bouncer.restart(downMs);
+    await this.measureResume('pgbouncer-restart', await this.dbNow());
+  }
+
   async killRunner(i: number, downMs: number): Promise<void> {
     this.count('runner-kill');
     await this.runners[i].proc?.kill();
@@ -331,8 +398,21 @@ export class ChaosCluster {
     await this.startRunner(i);
   }
 
+  /**
+   * Freezes a runner while it holds work (an acked lease: steps that finish at once leave a runner
+   * idle for moments), waiting up to a minute for some, so its late renewals and completions meet
+   * the fence.
+   */
   async pauseRunner(i: number, pauseMs: number): Promise<void> {
     this.count('runner-pause');
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline && !this.stopped) {
+      const { rowCount } = await this.pool
+        .query(`SELECT 1 FROM step_leases l JOIN runners r ON r.id = l.runner_id WHERE r.name = $1 AND l.acked_at IS NOT NULL LIMIT 1`, [this.runners[i].name])
+        .catch(() => ({ rowCount: 0 }));
+      if (rowCount) break;
+      await sleep(50);
+    }
     const p = this.runners[i].proc;
     p?.signal('SIGSTOP');
     await sleep(pauseMs);
@@ -400,7 +480,37 @@ export class ChaosCluster {
   // ---- measurement ----
 
   private async dbNow(): Promise<number> {
-    return (await this.pool.query(`SELECT now() AS t`)).rows[0].t.getTime();
+    return (await this.retrying(() => this.pool.query(`SELECT now() AS t`))).rows[0].t.getTime();
+  }
+
+  /** The harness's own reads ride out a store fault (a failover's seconds without a primary). */
+  private async retrying<T>(read: () => Promise<T>, timeoutMs = 60_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        return await read();
+      } catch (err) {
+        if (Date.now() > deadline || this.stopped) throw err;
+        await sleep(200);
+      }
+    }
+  }
+
+  /** From `t0` (the store's clock) to the first step started at or after it. */
+  private async measureResume(fault: string, t0: Date | number): Promise<void> {
+    const from = new Date(t0);
+    const deadline = Date.now() + 180_000;
+    while (Date.now() < deadline && !this.stopped) {
+      const { rows } = await this.pool.query(`SELECT min(started_at) AS t FROM steps WHERE started_at >= $1`, [from]).catch(() => ({ rows: [] as any[] }));
+      if (rows[0]?.t) {
+        const ms = rows[0].t.getTime() - from.getTime();
+        this.resumeMs.push({ fault, ms });
+        this.opts.log(`${fault}: first step started ${(ms / 1000).toFixed(2)} s after the store came back`);
+        return;
+      }
+      await sleep(50);
+    }
+    this.opts.log(`${fault}: no step started within 3 min of the store coming back`);
   }
 
   private async shardsOf(replicaId: string): Promise<Set<number>> {
@@ -462,7 +572,12 @@ export class ChaosCluster {
   /** Everything the checker needs, read after stop()… but the pool is still needed: call before stop's pool end. */
   async collect(expectFencing: boolean): Promise<CheckReport> {
     const histories: HistoryRecord[] = [];
-    for (const f of readdirSync(this.historyDir)) histories.push(...parseHistory(readFileSync(join(this.historyDir, f), 'utf8')));
+    for (const f of readdirSync(this.historyDir)) {
+      // A skewed runner wrote its own clock's times: moved back by the offset they share one time line.
+      const skew = /\.skew(-?\d+)\.\d+\.jsonl$/.exec(f);
+      const offsetMs = skew ? Number(skew[1]) * 1000 : 0;
+      histories.push(...parseHistory(readFileSync(join(this.historyDir, f), 'utf8')).map((r) => (offsetMs ? { ...r, at: r.at - offsetMs } : r)));
+    }
     const sideEffects = existsSync(this.side) ? parseSideEffects(readFileSync(this.side, 'utf8')) : [];
     const { rows } = await this.pool.query(`SELECT id, run_id, name, status, attempt FROM steps ORDER BY id`);
     const steps: FinalStep[] = rows.map((r) => ({ stepId: Number(r.id), runId: Number(r.run_id), name: r.name, status: r.status, attempt: r.attempt }));

@@ -13,6 +13,9 @@ export const FAULT_KINDS = [
   'store-refuse',
   'lost-reply',
   'clock-skew',
+  'runner-skew',
+  'store-failover',
+  'pgbouncer-restart',
   'platform-halt',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
@@ -29,7 +32,7 @@ export interface Fault {
   durationMs: number;
   /** lost-reply: which answer is lost. */
   path?: ReplyPath;
-  /** clock-skew: the replica's clock offset. */
+  /** clock-skew, runner-skew: the replica's or runner's clock offset. */
   skewSeconds?: number;
 }
 
@@ -56,7 +59,8 @@ export interface ScheduleParams {
 
 /**
  * Every kind of fault at least once, then more drawn at random, one every ~12 s, spread over the
- * storm with jitter; the platform halt lands in the middle. Durations stay inside what the
+ * storm with jitter; the platform halt lands in the middle. The failover comes once (the promoted
+ * standby has no standby of its own); skews, which restart a process twice, come once each. Durations stay inside what the
  * promise covers: store outages shorter than the lease TTL, pauses past the staleness window (a
  * replica) or the TTL (a runner, so its late writes must be fenced).
  */
@@ -82,6 +86,10 @@ export function faultSchedule(p: ScheduleParams): Fault[] {
         return { kind, target: between(0, p.replicas - 1), durationMs: 0, path: path ?? pick(['complete', 'ack', 'acquire'] as const) };
       case 'clock-skew':
         return { kind, target: between(0, p.replicas - 1), durationMs: between(15_000, 30_000), skewSeconds: pick([-90, -30, 30, 90]) };
+      case 'runner-skew':
+        return { kind, target: between(0, p.runners - 1), durationMs: between(20_000, 40_000), skewSeconds: pick([-90, 90, 300]) };
+      case 'pgbouncer-restart':
+        return { kind, target: 0, durationMs: between(500, 3_000) };
       case 'platform-halt':
         return { kind, target: 0, durationMs: between(5_000, 10_000) };
       default:
@@ -95,7 +103,8 @@ export function faultSchedule(p: ScheduleParams): Fault[] {
     else base.push(make(kind));
   }
   const slots = Math.max(base.length, Math.floor(p.durationMs / 12_000));
-  const random = FAULT_KINDS.filter((k) => k !== 'platform-halt' && k !== 'clock-skew');
+  const once: readonly FaultKind[] = ['platform-halt', 'clock-skew', 'runner-skew', 'store-failover'];
+  const random = FAULT_KINDS.filter((k) => !once.includes(k));
   while (base.length < slots) base.push(make(pick(random)));
   // Shuffle (Fisher–Yates), then spread over the storm, leaving its first and last 5% quiet.
   for (let i = base.length - 1; i > 0; i--) {
@@ -110,9 +119,12 @@ export function faultSchedule(p: ScheduleParams): Fault[] {
   return faults.sort((a, b) => a.at - b.at);
 }
 
+/** What every step of the workload does once per execution: the checker counts these lines. */
+export const SIDE_EFFECT = 'echo "$OPSCHAIN_RUN_ID $OPSCHAIN_STEP $OPSCHAIN_ATTEMPT $$" >> "$CHAOS_SIDE"';
+
 /** A run of the workload: a DAG, a wide fan-out, pooled steps, or a pinned (run-scoped) chain. */
 export function runDefinition(r: () => number, n: number, side: string): Record<string, unknown> {
-  const effect = 'echo "$OPSCHAIN_RUN_ID $OPSCHAIN_STEP $OPSCHAIN_ATTEMPT $$" >> "$CHAOS_SIDE"';
+  const effect = SIDE_EFFECT;
   const cmd = () => {
     const x = r();
     // Mostly quick; some long enough to be renewed (the renew interval is a third of the TTL).

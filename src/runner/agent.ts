@@ -9,7 +9,7 @@ import type { Logger } from '../logger.js';
 import { startLoop, type LoopHandle } from '../loop.js';
 import { CallAbortedError, CredentialInvalidError, ProtocolError, type RunnerClient } from './client.js';
 import { Completer } from './completer.js';
-import { execute, type ExecResult, type Execution } from './executor.js';
+import { execute, type ExecRequest, type ExecResult, type Execution } from './executor.js';
 import { LogBatcher } from './log-batcher.js';
 import { stepEnvironment, type StepUser } from './step-env.js';
 import { processStartTime, type StepRecords } from './step-records.js';
@@ -40,6 +40,8 @@ export interface AgentOptions {
   logBatchBytes?: number;
   /** Where running steps are recorded for the next incarnation's orphan reaping. */
   records?: StepRecords;
+  /** How a step's command runs (default: `/bin/sh -c` leading its own process group); the chaos bench runs trivial steps in-process. */
+  execute?: (req: ExecRequest) => Execution;
 }
 
 export interface StepEvent {
@@ -344,7 +346,7 @@ export class RunnerAgent {
         writeFileSync(env.OPSCHAIN_WEBHOOK_PAYLOAD, offer.webhook_payload, { mode: 0o600 });
         if (stepUser) chownSync(env.OPSCHAIN_WEBHOOK_PAYLOAD, stepUser.uid, stepUser.gid);
       }
-      execution = execute({
+      execution = (this.opts.execute ?? execute)({
         user: stepUser,
         command: offer.command,
         cwd: dir,

@@ -3,7 +3,7 @@ import { availableParallelism, hostname, tmpdir, userInfo } from 'node:os';
 import { dirname, join, resolve, sep } from 'node:path';
 import { readLocalSecret, readServerRecord } from '../home.js';
 import type { Logger } from '../logger.js';
-import { RunnerAgent } from './agent.js';
+import { RunnerAgent, type AgentOptions } from './agent.js';
 import { RunnerClient } from './client.js';
 import { recordHistory } from './history.js';
 import { ensureIdentity, identityPath, type RunnerIdentity } from './identity.js';
@@ -35,6 +35,8 @@ export interface RunnerSettings {
   stepUser?: string;
   /** Append every step start and finish to this file (JSON lines; see history.ts). */
   history?: string;
+  /** How a step's command runs (default: `/bin/sh -c`); see AgentOptions. */
+  execute?: AgentOptions['execute'];
 }
 
 export class RunnerSetupError extends Error {
@@ -165,6 +167,7 @@ export async function prepareRunner(settings: RunnerSettings, log: Logger, signa
       passEnv,
       stepUser,
       records,
+      execute: settings.execute,
     });
     if (settings.history) recordHistory(agent.events, settings.history, identity.runnerId);
     return { agent, client, identity, identityFile, registered, servers, name, workDir, unlock };
