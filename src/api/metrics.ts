@@ -125,7 +125,7 @@ async function refreshGauges(m: OpschainMetrics, ctx: ReplicaEnv & MetricsSource
       m.groupOldestWait.set({ group: g.group }, g.oldestCapacityWaitSeconds);
       for (const [state, n] of Object.entries(g.runners)) m.groupRunners.set({ group: g.group, state }, n);
     }
-    m.posture.set({ posture: 'fleet_quiesced' }, posture.quiesced ? 1 : 0);
+    m.posture.set({ posture: 'fleet_quiesced' }, posture.fleetQuiesced ? 1 : 0);
     m.posture.set({ posture: 'platform_halted' }, posture.halted ? 1 : 0);
     m.posture.set({ posture: 'system_quiesced' }, posture.systemQuiesced ? 1 : 0);
   } catch (err) {

@@ -94,7 +94,7 @@ const FLEET_SQL = fleetSql((id) => `($1::text[] IS NULL OR ${id} = ANY($1::text[
 const FLEET_PARKED_READ = prepared(
   // The runners are always listed here, so the statement names them plainly: its generic plan
   // reads their leases through the runner index instead of allowing for a null list.
-  `SELECT p.quiesced AS posture_quiesced, p.halted AS posture_halted, p.system_quiesced AS posture_system_quiesced, f.*
+  `SELECT p.quiesced AS posture_fleet_quiesced, p.halted AS posture_halted, p.system_quiesced AS posture_system_quiesced, f.*
      FROM (SELECT coalesce(bool_or(quiesced), false) AS quiesced, coalesce(bool_or(halted), false) AS halted,
                   coalesce(bool_or(system_quiesced), false) AS system_quiesced
              FROM fleet_posture WHERE id) p
@@ -112,7 +112,7 @@ export type ParkedRunnerRow = Pick<FleetRunnerRow, 'runnerId' | 'group' | 'label
 
 /** What a dispatch tick reads before it claims: the posture flags and the parked runners' rows. */
 export interface ParkedFleet {
-  posture: Pick<FleetPosture, 'quiesced' | 'halted' | 'systemQuiesced'>;
+  posture: Pick<FleetPosture, 'fleetQuiesced' | 'halted' | 'systemQuiesced'>;
   runners: ParkedRunnerRow[];
 }
 
@@ -124,7 +124,7 @@ export async function fleetParkedRead(db: Db, runnerIds: string[]): Promise<Park
   const { rows } = await db.query(FLEET_PARKED_READ([runnerIds]));
   const p = rows[0];
   return {
-    posture: { quiesced: p.posture_quiesced, halted: p.posture_halted, systemQuiesced: p.posture_system_quiesced },
+    posture: { fleetQuiesced: p.posture_fleet_quiesced, halted: p.posture_halted, systemQuiesced: p.posture_system_quiesced },
     runners: rows.filter((r) => r.id !== null).map(mapParked),
   };
 }

@@ -10,7 +10,7 @@ export interface PostureStory { posture: PostureField; reason: string | null; ac
  * reason/actor are those of the posture that holds offers now (the most severe), null when none
  * is in force, and `since` is the time of the last change of any flag.
  */
-export interface FleetPosture { quiesced: boolean; halted: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: Date; holds: PostureStory[] }
+export interface FleetPosture { fleetQuiesced: boolean; halted: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: Date; holds: PostureStory[] }
 
 export type { PostureField };
 export const POSTURE_FIELDS: readonly PostureField[] = ['quiesced', 'halted', 'system_quiesced'];
@@ -38,7 +38,7 @@ export async function postureRead(db: Db): Promise<FleetPosture> {
   const holding = (['halted', 'system_quiesced', 'quiesced'] as const).find((f) => flags[f]);
   // A flag with no story (set before stories were kept) falls back to the row's last change.
   const story = holding ? (holds.find((h) => h.posture === holding) ?? { reason: r.reason, actor: r.actor }) : undefined;
-  return { quiesced: r.quiesced, halted: r.halted, systemQuiesced: r.system_quiesced, reason: story?.reason ?? null, actor: story?.actor ?? null, since: r.since, holds };
+  return { fleetQuiesced: r.quiesced, halted: r.halted, systemQuiesced: r.system_quiesced, reason: story?.reason ?? null, actor: story?.actor ?? null, since: r.since, holds };
 }
 
 const mapHold = (r: any): PostureInForce => ({ posture: r.posture, reason: r.reason, actor: r.actor, source: r.source, since: r.since, until: r.until });
