@@ -275,15 +275,20 @@ export async function deliveriesSettleDisabled(db: Db, p: { webhookId?: number }
   return rowCount ?? 0;
 }
 
-export async function deliveriesPrune(db: Db, p: { retentionMs: number }): Promise<number> {
-  const { rowCount } = await db.query(`DELETE FROM webhook_deliveries WHERE received_at < now() - $1 * interval '1 millisecond' AND status <> 'pending'`, [p.retentionMs]);
+/** Deletes decided deliveries older than the retention, judged at `now` (the store's now() unless given). */
+export async function deliveriesPrune(db: Db, p: { retentionMs: number; now?: Date }): Promise<number> {
+  const { rowCount } = await db.query(
+    `DELETE FROM webhook_deliveries WHERE received_at < coalesce($2::timestamptz, now()) - $1 * interval '1 millisecond' AND status <> 'pending'`,
+    [p.retentionMs, p.now ?? null],
+  );
   return rowCount ?? 0;
 }
 
-export async function ticksPrune(db: Db, p: { retentionMs: number }): Promise<number> {
+/** Deletes decided ticks older than the retention, judged at `now` (the store's now() unless given). */
+export async function ticksPrune(db: Db, p: { retentionMs: number; now?: Date }): Promise<number> {
   const { rowCount } = await db.query(
-    `DELETE FROM trigger_ticks WHERE recorded_at < now() - $1 * interval '1 millisecond' AND outcome <> 'pending' AND NOT (outcome = 'missed' AND catch_up IS NULL)`,
-    [p.retentionMs],
+    `DELETE FROM trigger_ticks WHERE recorded_at < coalesce($2::timestamptz, now()) - $1 * interval '1 millisecond' AND outcome <> 'pending' AND NOT (outcome = 'missed' AND catch_up IS NULL)`,
+    [p.retentionMs, p.now ?? null],
   );
   return rowCount ?? 0;
 }

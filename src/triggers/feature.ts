@@ -16,10 +16,11 @@ export interface HousekeepingDeps {
 }
 
 /** Settles the pending deliveries of disabled webhooks and prunes history past the retention. */
-export async function housekeepingOnce(deps: HousekeepingDeps): Promise<{ settled: number; deliveriesPruned: number; ticksPruned: number }> {
+export async function housekeepingOnce(deps: HousekeepingDeps, opts: { now?: Date } = {}): Promise<{ settled: number; deliveriesPruned: number; ticksPruned: number }> {
   const settled = await deliveriesSettleDisabled(deps.pool);
-  const deliveriesPruned = await deliveriesPrune(deps.pool, { retentionMs: deps.retentionMs });
-  const ticksPruned = await ticksPrune(deps.pool, { retentionMs: deps.retentionMs });
+  // The retention is judged by the store's clock, or at `now` when given (tests set the time).
+  const deliveriesPruned = await deliveriesPrune(deps.pool, { retentionMs: deps.retentionMs, now: opts.now });
+  const ticksPruned = await ticksPrune(deps.pool, { retentionMs: deps.retentionMs, now: opts.now });
   if (settled + deliveriesPruned + ticksPruned > 0) deps.log.info({ settled, deliveriesPruned, ticksPruned }, 'trigger housekeeping');
   return { settled, deliveriesPruned, ticksPruned };
 }

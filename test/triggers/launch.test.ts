@@ -296,10 +296,10 @@ describe('the launch loop, pass by pass', () => {
     expect(pass.flatMap((p) => p.fired)).toEqual([]);
     expect(d.deferred.deliveries.size).toBe(2);
     expect(pass.at(-1)!.sleepMs).toBe(2_000);
-    const old = await oneShotAdd(pool, { template: 't', at: base.toISOString(), actor: 'test' });
+    await oneShotAdd(pool, { template: 't', at: base.toISOString(), actor: 'test' });
     await drain(d, base);
-    await pool.query(`UPDATE trigger_ticks SET recorded_at = now() - interval '40 days' WHERE trigger_id = $1`, [old.id]);
-    expect(await housekeepingOnce({ pool, log, retentionMs: 30 * 86_400_000 })).toEqual({ settled: 2, deliveriesPruned: 0, ticksPruned: 1 });
+    const housekeeping = { pool, log, retentionMs: 30 * 86_400_000 };
+    expect(await housekeepingOnce(housekeeping)).toEqual({ settled: 2, deliveriesPruned: 0, ticksPruned: 0 });
     const { rows } = await pool.query(`SELECT status, detail FROM webhook_deliveries WHERE webhook_id = $1`, [hook.id]);
     expect(rows).toEqual([
       { status: 'settled', detail: 'webhook disabled before the delivery fired' },
@@ -308,6 +308,9 @@ describe('the launch loop, pass by pass', () => {
     // Enabling it again does not revive settled deliveries.
     await triggerEnable(pool, { id: hook.id, enabled: true, actor: 'test' });
     expect((await drain(deps(pool), at(base, 120_000))).flatMap((p) => p.fired)).toEqual([]);
+    // Forty days on, past the retention, the decided history goes: the tick and the settled deliveries.
+    const { rows: clock } = await pool.query(`SELECT now() + interval '40 days' AS later`);
+    expect(await housekeepingOnce(housekeeping, { now: clock[0].later })).toEqual({ settled: 0, deliveriesPruned: 2, ticksPruned: 1 });
   });
 
   it('a schedule behind by several ticks fires the latest and records the rest by its catch-up policy', async () => {
