@@ -10,7 +10,7 @@ type View = OpsOutput<'fleetDemand'>;
 function render(view: View): string {
   const lines: string[] = [];
   const p = view.posture;
-  if (p.halted || p.systemQuiesced || p.quiesced) lines.push(`${p.halted ? 'PLATFORM HALTED' : p.systemQuiesced ? 'SYSTEM QUIESCED' : 'FLEET QUIESCED'}${p.reason ? `: ${p.reason}` : ''}`);
+  if (p.halted || p.systemQuiesced || p.fleetQuiesced) lines.push(`${p.halted ? 'PLATFORM HALTED' : p.systemQuiesced ? 'SYSTEM QUIESCED' : 'FLEET QUIESCED'}${p.reason ? `: ${p.reason}` : ''}`);
   const t = table(FLEET_DEMAND_HEAD);
   for (const row of fleetDemandRows(view)) t.push(row);
   lines.push(t.toString());

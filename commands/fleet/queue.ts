@@ -19,7 +19,7 @@ export default class FleetQueue extends OpsCommand<typeof FleetQueue> {
     const view = await (await this.ops()).fleetQueue({ limit: this.flags.limit, acceptExceeding: this.flags['accept-exceeding'] });
     if (!this.jsonEnabled()) {
       const p = view.posture;
-      if (p.halted || p.systemQuiesced || p.quiesced) this.log(`${p.halted ? 'PLATFORM HALTED' : p.systemQuiesced ? 'SYSTEM QUIESCED' : 'FLEET QUIESCED'}${p.reason ? `: ${p.reason}` : ''}`);
+      if (p.halted || p.systemQuiesced || p.fleetQuiesced) this.log(`${p.halted ? 'PLATFORM HALTED' : p.systemQuiesced ? 'SYSTEM QUIESCED' : 'FLEET QUIESCED'}${p.reason ? `: ${p.reason}` : ''}`);
       if (view.entries.length === 0) this.log('queue empty');
       else {
         const t = table(FLEET_QUEUE_HEAD);

@@ -51,7 +51,7 @@ export class OpschainMetrics {
   readonly readyEstimated = new Gauge({ name: 'opschain_queue_ready_depth_estimated', help: '1 when the lane is deeper than the exact-count bound and its depth is a statistics estimate.', labelNames: ['lane'], registers: this.r });
   readonly oldestWait = new Gauge({ name: 'opschain_queue_oldest_wait_seconds', help: 'How long the head of each lane (its next entry in claim order) has been ready; 0 when the lane is empty (store-wide).', labelNames: ['lane'], registers: this.r });
   readonly leases = new Gauge({ name: 'opschain_leases', help: 'Live leases by stage: claimed (not delivered), delivered (not yet executing), executing (store-wide).', labelNames: ['stage'], registers: this.r });
-  readonly poolHolds = new Gauge({ name: 'opschain_pool_holds', help: 'Steps holding each pool defined with pools set (store-wide); pool="other": every other pool a run file names.', labelNames: ['pool'], registers: this.r });
+  readonly poolOccupants = new Gauge({ name: 'opschain_pool_holds', help: 'Steps holding each pool defined with pools set (store-wide); pool="other": every other pool a run file names.', labelNames: ['pool'], registers: this.r });
   readonly poolLimit = new Gauge({ name: 'opschain_pool_limit', help: 'The limit of each pool defined with pools set.', labelNames: ['pool'], registers: this.r });
   readonly runners = new Gauge({ name: 'opschain_runners', help: 'Registered runners by liveness state (store-wide).', labelNames: ['state'], registers: this.r });
   readonly runnersDrained = new Gauge({ name: 'opschain_runners_drained', help: 'Registered runners under an operator drain, themselves or through their group.', registers: this.r });
@@ -105,11 +105,11 @@ async function refreshGauges(m: OpschainMetrics, ctx: ReplicaEnv & MetricsSource
     // Pools come and go: start from empty so a removed pool's series disappears. Only pools an
     // admin defined get a series; the names a run file makes up share one, so a run file cannot
     // choose how many series this open endpoint carries. A defined pool named "other" shares it too.
-    m.poolHolds.reset();
+    m.poolOccupants.reset();
     m.poolLimit.reset();
-    m.poolHolds.set({ pool: UNDEFINED_POOLS }, snap.undefinedPoolHolds);
+    m.poolOccupants.set({ pool: UNDEFINED_POOLS }, snap.undefinedPoolOccupants);
     for (const p of snap.pools) {
-      m.poolHolds.inc({ pool: p.name }, p.holds);
+      m.poolOccupants.inc({ pool: p.name }, p.holds);
       m.poolLimit.set({ pool: p.name }, p.limit);
     }
     for (const s of RUNNER_STATES) m.runners.set({ state: s }, snap.runners.byState[s] ?? 0);
@@ -125,7 +125,7 @@ async function refreshGauges(m: OpschainMetrics, ctx: ReplicaEnv & MetricsSource
       m.groupOldestWait.set({ group: g.group }, g.oldestCapacityWaitSeconds);
       for (const [state, n] of Object.entries(g.runners)) m.groupRunners.set({ group: g.group, state }, n);
     }
-    m.posture.set({ posture: 'fleet_quiesced' }, posture.quiesced ? 1 : 0);
+    m.posture.set({ posture: 'fleet_quiesced' }, posture.fleetQuiesced ? 1 : 0);
     m.posture.set({ posture: 'platform_halted' }, posture.halted ? 1 : 0);
     m.posture.set({ posture: 'system_quiesced' }, posture.systemQuiesced ? 1 : 0);
   } catch (err) {

@@ -100,9 +100,10 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: Pick<ReplicaEnv, 'p
   for (const verb of Object.keys(VERBS) as Verb[]) {
     const spec = VERBS[verb];
     const fn = DOMAIN[verb] as (ctx: OpsContext, input: unknown) => Promise<unknown>;
-    app.route({
+    // A former path (deprecated) is the same route under its old name.
+    for (const url of spec.deprecatedPath ? [spec.path, spec.deprecatedPath] : [spec.path]) app.route({
       method: spec.method,
-      url: spec.path,
+      url,
       schema: routeSchema(spec),
       ...(spec.bodyLimit ? { bodyLimit: spec.bodyLimit } : {}),
       onRequest: auth[spec.scope],

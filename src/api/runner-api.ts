@@ -16,7 +16,7 @@ export function registerRunnerApi(app: FastifyInstance, env: ReplicaEnv, p: { di
   const routes = registerRunnerRoutes(app, p.dispatcher, {
     clock: env.clock,
     pollWindowMs: env.config.pollWindowMs,
-    holdPolls: p.opts.holdPolls ?? (() => !p.ownership.inMembership()),
+    idlePolls: p.opts.idlePolls ?? (() => !p.ownership.inMembership()),
     maxStepLogBytes: env.config.maxStepLogBytes,
     revocations,
     credentials,

@@ -59,8 +59,8 @@ const toRefs = (items: Ref[]) => items.map((i) => ({ stepId: Number(i.step_id), 
 export interface RunnerRouteOptions {
   /** The replica's poll window: the longest an acquire parks. */
   pollWindowMs: number;
-  /** True while this replica is out of the membership: polls are held and answered empty. */
-  holdPolls: () => boolean;
+  /** True while this replica is out of the membership: polls idle for their window and are answered empty (outcome `held`). */
+  idlePolls: () => boolean;
   /** `logs.max_step_bytes`: the most output one step attempt keeps. */
   maxStepLogBytes?: number;
   /** Wakes parked watch calls when a lease of their runner is revoked. */
@@ -215,7 +215,7 @@ function acquireRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void 
       }
       const unhook = abortOnClose(req.raw.socket, call);
       try {
-        const holdEmpty = opts.holdPolls();
+        const answerIdle = opts.idlePolls();
         const { offers, results } = await acquireCarrying(dispatch, {
           runner,
           requestId: req.body.request_id,
@@ -225,10 +225,10 @@ function acquireRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void 
           onlyRunId: req.body.only_run_id == null ? null : Number(req.body.only_run_id),
           fresh: req.body.fresh === true,
           signal: call.signal,
-          holdEmpty,
+          answerIdle,
           completions: toCompletions(req.body.completions ?? []),
         });
-        emitDispatch(dispatch.events, 'acquire:answered', { outcome: offers.length > 0 ? 'offer' : runner.drained || holdEmpty ? 'held' : 'empty', offers: offers.length });
+        emitDispatch(dispatch.events, 'acquire:answered', { outcome: offers.length > 0 ? 'offer' : runner.drained || answerIdle ? 'held' : 'empty', offers: offers.length });
         if (results) return { offers, results };
         if (offers.length === 0) return reply.code(204).send();
         return { offers };

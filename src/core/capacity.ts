@@ -196,7 +196,7 @@ export function demandOf(s: CapacityState, opts: { acceptExceeding: boolean; fai
   const postures: Postures = { ...s.postures, acceptExceeding: opts.acceptExceeding };
   const runnerRuns = new Map(s.runners.filter((r) => r.scopedRunId !== null).map((r) => [r.runnerId, r.scopedRunId!]));
   const pools = poolLimits(s.pools);
-  const held = s.postures.halted || s.postures.quiesced || s.postures.systemQuiesced;
+  const held = s.postures.halted || s.postures.fleetQuiesced || s.postures.systemQuiesced;
   const plan: PlanOutput = held
     ? { deliveries: [], returned: [] }
     : planDelivery({

@@ -1,6 +1,10 @@
 import type { Scope } from './tokens.js';
 
-/** A fleet-wide posture, by the flag behind it (the fleet_posture column of that name). */
+/**
+ * A fleet-wide posture, by the flag behind it (the fleet_posture column of that name). These
+ * spellings are stored and on the wire (`applied`, `holds[].posture`, audit details), so the fleet
+ * quiesce's flag stays `quiesced`.
+ */
 export type PostureField = 'quiesced' | 'halted' | 'system_quiesced';
 
 interface PostureVerbSpec {
@@ -8,8 +12,15 @@ interface PostureVerbSpec {
   fields: readonly PostureField[];
   /** What it sets them to: true puts them in force, false lifts them. */
   value: boolean;
-  /** Its audit action, and the CLI topic/verb and HTTP path it is spelt from (`server.quiesce`). */
+  /**
+   * Its audit action (`platform.halt`). The fleet quiesce's actions keep their first spelling,
+   * `server.quiesce`/`server.resume`, so the audit log reads one name for it across releases.
+   */
   action: string;
+  /** Its HTTP path under /api/admin and its CLI topic/verb (`fleet/quiesce`: `fleet quiesce`). */
+  route: string;
+  /** A former path still served, deprecated: scripts written against it keep working. */
+  deprecatedRoute?: string;
   /** What the audit row names as the target. */
   target: 'fleet' | 'platform';
   /** The least token scope that may pull it. */
@@ -22,11 +33,11 @@ interface PostureVerbSpec {
  * this table.
  */
 export const POSTURE_VERBS = {
-  serverQuiesce: { fields: ['quiesced'], value: true, action: 'server.quiesce', target: 'fleet', scope: 'levers' },
-  serverResume: { fields: ['quiesced'], value: false, action: 'server.resume', target: 'fleet', scope: 'levers' },
-  platformHalt: { fields: ['halted'], value: true, action: 'platform.halt', target: 'platform', scope: 'admin' },
-  platformQuiesce: { fields: ['system_quiesced'], value: true, action: 'platform.quiesce', target: 'platform', scope: 'admin' },
-  platformResume: { fields: ['halted', 'system_quiesced'], value: false, action: 'platform.resume', target: 'platform', scope: 'admin' },
+  fleetQuiesce: { fields: ['quiesced'], value: true, action: 'server.quiesce', route: 'fleet/quiesce', deprecatedRoute: 'server/quiesce', target: 'fleet', scope: 'levers' },
+  fleetResume: { fields: ['quiesced'], value: false, action: 'server.resume', route: 'fleet/resume', deprecatedRoute: 'server/resume', target: 'fleet', scope: 'levers' },
+  platformHalt: { fields: ['halted'], value: true, action: 'platform.halt', route: 'platform/halt', target: 'platform', scope: 'admin' },
+  platformQuiesce: { fields: ['system_quiesced'], value: true, action: 'platform.quiesce', route: 'platform/quiesce', target: 'platform', scope: 'admin' },
+  platformResume: { fields: ['halted', 'system_quiesced'], value: false, action: 'platform.resume', route: 'platform/resume', target: 'platform', scope: 'admin' },
 } as const satisfies Record<string, PostureVerbSpec>;
 
 export type PostureVerb = keyof typeof POSTURE_VERBS;

@@ -38,7 +38,7 @@ export interface VerdictFleet {
 
 export interface Postures {
   halted: boolean;
-  quiesced: boolean;
+  fleetQuiesced: boolean;
   /** System quiesce (the platform's hold on offers); reads as quiesced, named as the system's. */
   systemQuiesced?: boolean;
   /** The operator's reason for the halt or quiesce, if given. */
@@ -88,7 +88,7 @@ const nameOf = (r: VerdictRunner) => r.runnerName || r.runnerId;
 export function verdict(entry: QueueEntry, fleet: VerdictFleet, postures: Postures, pools: PoolState, pins: Map<number, string>): Verdict {
   if (postures.halted) return { code: 'halted', reason: `platform halted${postures.reason ? `: ${postures.reason}` : ''}`, satisfiable: true };
   if (postures.systemQuiesced) return { code: 'quiesced', reason: `system quiesced${postures.reason ? `: ${postures.reason}` : ''}`, satisfiable: true };
-  if (postures.quiesced) return { code: 'quiesced', reason: `fleet quiesced${postures.reason ? `: ${postures.reason}` : ''}`, satisfiable: true };
+  if (postures.fleetQuiesced) return { code: 'quiesced', reason: `fleet quiesced${postures.reason ? `: ${postures.reason}` : ''}`, satisfiable: true };
   const full = fullPool(entry.pools, pools);
   if (full) return { code: 'pool_full', reason: `pool full: ${full}`, satisfiable: true };
 

@@ -15,8 +15,8 @@ export interface AcquireRequest {
   fresh?: boolean;
   /** Aborted when the caller goes away. */
   signal?: AbortSignal;
-  /** This replica is out of the membership (quiesced): hold the poll and answer it empty. */
-  holdEmpty?: boolean;
+  /** This replica is out of the membership (quiesced): idle the poll for its window and answer it empty. */
+  answerIdle?: boolean;
   /** Completions carried by the call: committed first, and the call then waits one dispatch tick at most. */
   completions?: Completion[];
 }
@@ -32,7 +32,7 @@ export interface AcquireAnswer {
  * acked (read from the store, so a retry on another replica, or after a failover, finds them too);
  * an offer is acked only by the runner, so one whose answer never arrived goes back to the queue
  * at its ack deadline (docs/runner-protocol.md). A drained runner
- * is held for the window and answered empty without ever being matched; otherwise the call
+ * idles for the window and is answered empty without ever being matched; otherwise the call
  * parks until a dispatch tick hands it offers or the window ends.
  */
 export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<Offer[]> {
@@ -58,7 +58,7 @@ async function acquireOffers(deps: DispatchDeps, req: AcquireRequest & { oneTick
     const details = await offerDetails(deps.pool, replay.map((l) => l.stepId));
     return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs, deps.defaultStepTimeoutMs, deps.traceSampler));
   }
-  if (req.runner.drained || req.holdEmpty) {
+  if (req.runner.drained || req.answerIdle) {
     if (!req.oneTick) await systemClock.sleep(req.waitMs, req.signal);
     return [];
   }

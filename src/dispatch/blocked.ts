@@ -17,7 +17,7 @@ export const UNBLOCK_NUDGED_MS = 0;
  * Postures are not a reason to set anything aside: a held fleet claims nothing, so nothing is
  * hidden; the verdict is taken as if offers flowed, to find what would still stop the entry.
  */
-const flowing = (acceptExceeding: boolean): Postures => ({ halted: false, quiesced: false, acceptExceeding });
+const flowing = (acceptExceeding: boolean): Postures => ({ halted: false, fleetQuiesced: false, acceptExceeding });
 
 const blockingOf = (e: QueueEntry, inputs: VerdictInputs, acceptExceeding: boolean) => {
   const v = verdict(e, inputs, flowing(acceptExceeding), inputs.pools, inputs.pins);

@@ -2,7 +2,7 @@ import type { Waiter } from '../core/entry.js';
 import type { Delivery } from '../core/plan.js';
 import { leaseDeliver, pinsCreate, pinsForRuns, type DeliveredLease, type OfferDetail } from '../store/leases.js';
 import type { PoolClient } from '../store/pool.js';
-import { poolHoldAcquireMany, poolHoldRelease } from '../store/pools.js';
+import { poolSlotsTake, poolSlotsFree } from '../store/pools.js';
 import type { DispatchDeps } from './deps.js';
 import { ackDeadlineMs } from './offers.js';
 import type { ParkedAcquire } from './waiters.js';
@@ -27,9 +27,9 @@ export async function commitDeliveries(
   deps: Pick<DispatchDeps, 'replicaId' | 'ttlMs' | 'hooks'>,
   planned: { deliveries: Delivery[]; pinned: Map<number, string>; callOf: Map<Waiter, ParkedAcquire> },
 ): Promise<CommittedDeliveries> {
-  // Pool holds, all or none per step, limit rows locked in name order; a step another replica
+  // Pool slots, all or none per step, limit rows locked in name order; a step another replica
   // filled the pool ahead of stays queued (its claim is simply not delivered).
-  const granted = await poolHoldAcquireMany(client, planned.deliveries.filter((d) => d.entry.pools.length > 0).map((d) => ({ stepId: d.entry.stepId, attempt: d.entry.attempt, pools: d.entry.pools })));
+  const granted = await poolSlotsTake(client, planned.deliveries.filter((d) => d.entry.pools.length > 0).map((d) => ({ stepId: d.entry.stepId, attempt: d.entry.attempt, pools: d.entry.pools })));
   let deliveries = planned.deliveries.filter((d) => d.entry.pools.length === 0 || granted.has(d.entry.stepId));
   // Pins are written before the deliveries, in this transaction, for every run this tick pinned
   // that still has a delivery. A run another replica pinned meanwhile (aged any-shard claims)
@@ -40,7 +40,7 @@ export async function commitDeliveries(
     const actual = await pinsForRuns(client, pinRuns);
     const dropped = deliveries.filter((d) => actual.has(d.entry.runId) && actual.get(d.entry.runId) !== d.waiter.runnerId);
     if (dropped.length > 0) {
-      await poolHoldRelease(client, dropped.map((d) => d.entry.stepId));
+      await poolSlotsFree(client, dropped.map((d) => d.entry.stepId));
       deliveries = deliveries.filter((d) => !dropped.includes(d));
     }
   }
@@ -54,10 +54,10 @@ export async function commitDeliveries(
   const along = deps.hooks.stepsStartedWithDelivery;
   const offers = await leaseDeliver(client, { holder: deps.replicaId, ttlMs: deps.ttlMs, ackMs: ackDeadlineMs(deps.ttlMs), items, along });
   const leases = offers.map((o) => o.lease);
-  // A planned delivery that did not become a lease stays queued: it must not keep a pool hold.
+  // A planned delivery that did not become a lease stays queued: it must not keep a pool slot.
   const leased = new Set(leases.map((l) => l.stepId));
-  const unheld = deliveries.filter((d) => d.entry.pools.length > 0 && !leased.has(d.entry.stepId)).map((d) => d.entry.stepId);
-  if (unheld.length > 0) await poolHoldRelease(client, unheld);
+  const freed = deliveries.filter((d) => d.entry.pools.length > 0 && !leased.has(d.entry.stepId)).map((d) => d.entry.stepId);
+  if (freed.length > 0) await poolSlotsFree(client, freed);
   if (!along) await deps.hooks.stepsStarted(client, leases.map((l) => ({ stepId: l.stepId, attempt: l.attempt, runnerId: l.runnerId })));
   const details = new Map<number, OfferDetail>();
   for (const o of offers) if (o.detail) details.set(o.lease.stepId, o.detail);

@@ -18,7 +18,7 @@ import { LeaseGroupCommit } from './group-commit.js';
 import { FreedHandOff } from './hand-off.js';
 import { handBack } from './lifecycle.js';
 import { toOffer, type Offer } from './offers.js';
-import { offersHeldBy } from './postures.js';
+import { offersStoppedBy } from './postures.js';
 import { QueueSeen } from './queue-seen.js';
 import { TickLedger } from './tick-ledger.js';
 import { runnerIdsOf, slotsOf, TickWaiters } from './tick-waiters.js';
@@ -37,7 +37,8 @@ export interface TickResult {
   claimed: number;
   delivered: number;
   returned: number;
-  held: PostureField | null;
+  /** The posture that stopped offers this tick (the most severe in force), null when they flowed. */
+  stoppedBy: PostureField | null;
   /** Unplaced claims set aside out of the claim path: nothing but a change elsewhere would place them (dispatch/blocked.ts). */
   blocked: number;
   /** The tick claimed every due entry there was for it (its last claim came back short) and leased each one. */
@@ -104,7 +105,7 @@ interface Attempt {
 
 /**
  * The dispatcher of one replica: its parked acquires, its stride fair-share state, what its last
- * claim saw of the queue (QueueSeen), how its last tick went (offers held, locks needed) and its
+ * claim saw of the queue (QueueSeen), how its last tick went (offers stopped, locks needed) and its
  * group commit of lease writes. Everything that lives as long as the replica's dispatch loop
  * lives here; the lease lifecycle and the acquire path take it as their DispatchDeps.
  */
@@ -127,8 +128,8 @@ export class Dispatcher implements DispatchDeps {
   readonly fair = new FairShare();
   readonly seen: QueueSeen;
   readonly groupCommit: LeaseGroupCommit;
-  /** The last tick found offers held: the next reads the posture alone before it claims. */
-  private heldLastTick = false;
+  /** The last tick found offers stopped by a posture: the next reads the posture alone before it claims. */
+  private stoppedLastTick = false;
   /** The last tick claimed entries only a locked claim may take: the next locks from the start. */
   private lockedLastTick = false;
   /**
@@ -226,23 +227,23 @@ export class Dispatcher implements DispatchDeps {
    * in the transaction that delivers.
    */
   private async tickOver(calls: ParkedAcquire[]): Promise<TickResult> {
-    const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, held: null, blocked: 0, tookAll: false };
+    const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, stoppedBy: null, blocked: 0, tookAll: false };
     if (calls.length === 0) return result;
     // The posture and the parked runners in one read, on another connection while this one sends
     // the first claim (after BEGIN, when locked): the round trips overlap instead of queueing
-    // behind one another. A replica that last found offers held reads the posture alone first, so
-    // a held fleet costs that statement only.
+    // behind one another. A replica that last found offers stopped reads the posture alone first, so
+    // a stopped fleet costs that statement only.
     const lean = this.idleLastTick;
     const parkedRead = fleetParkedRead(this.pool, lean ? [] : runnerIdsOf(calls));
     // Awaited below; a failure is answered there, not as an unhandled rejection meanwhile.
     parkedRead.catch(() => {});
-    if (this.heldLastTick) {
-      const held = offersHeldBy((await parkedRead).posture);
-      if (held) {
-        result.held = held;
+    if (this.stoppedLastTick) {
+      const stopped = offersStoppedBy((await parkedRead).posture);
+      if (stopped) {
+        result.stoppedBy = stopped;
         return result;
       }
-      this.heldLastTick = false;
+      this.stoppedLastTick = false;
     }
     // Without the orchestrator's write riding on the delivery, the steps' start is a statement of
     // its own, which must share the delivery's transaction.
@@ -309,7 +310,7 @@ export class Dispatcher implements DispatchDeps {
 
   /**
    * Claims page by page and plans each page over the calls into a tick ledger; writes nothing.
-   * Null: offers are held, or no call can take anything (what was claimed stays where it was).
+   * Null: offers are stopped by a posture, or no call can take anything (what was claimed stays where it was).
    */
   private async plan(state: TickState, { client, calls, parkedRead, locked, taken, lean }: Attempt): Promise<TickPlan | null | typeof NEEDS_LOCKS> {
     const { result } = state;
@@ -327,11 +328,11 @@ export class Dispatcher implements DispatchDeps {
     // with no room left, leaves what it would have taken unplaced, in place.
     const firstLimit = Math.min(slotsOf(calls) - [...(taken?.values() ?? [])].reduce((n, k) => n + k, 0), MAX_CLAIMED);
     const [atStart, firstClaims] = await Promise.all([parkedRead, claim(firstLimit)]);
-    const held = offersHeldBy(atStart.posture);
-    if (held) {
+    const stopped = offersStoppedBy(atStart.posture);
+    if (stopped) {
       // Claimed entries are at most locked: the commit leaves them where they were.
-      this.heldLastTick = true;
-      result.held = held;
+      this.stoppedLastTick = true;
+      result.stoppedBy = stopped;
       return null;
     }
     if (!locked && state.lockNeeded) return NEEDS_LOCKS;
@@ -363,7 +364,7 @@ export class Dispatcher implements DispatchDeps {
         calls.push(...more);
         const late = await fleetParkedRead(client, runnerIdsOf(more));
         // A posture pulled since the tick began keeps the late calls out; what was planned stands.
-        if (!offersHeldBy(late.posture)) {
+        if (!offersStoppedBy(late.posture)) {
           waiters.add(more, late.runners);
           joined = true;
         }

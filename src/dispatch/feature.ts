@@ -20,8 +20,8 @@ export interface DispatchFeatureOptions {
   hooks: OrchestratorHooks;
   /** Run the expiry sweep from this feature; off when the coordination loop runs it on its tick. */
   ownExpiryLoop?: boolean;
-  /** Whether this replica is out of the membership (its polls are held and answered empty). */
-  holdPolls?: () => boolean;
+  /** Whether this replica is out of the membership (its polls idle for their window and are answered empty). */
+  idlePolls?: () => boolean;
 }
 
 /** What the dispatch plane of a replica is built from. */

@@ -74,7 +74,8 @@ export async function handBack(deps: DispatchDeps, leases: Array<Pick<LeaseRow, 
   deps.queueChanged();
 }
 
-export interface SweepResult { requeued: number; lost: number; returned: number; held: boolean }
+/** `halted`: a platform halt stopped the sweep, which looked at nothing. */
+export interface SweepResult { requeued: number; lost: number; returned: number; halted: boolean }
 
 /**
  * One expiry pass: offers never acked by their deadline come back as the next attempt; delivered
@@ -88,7 +89,7 @@ export async function expireOnce(
 ): Promise<SweepResult> {
   const { limit = 500, now } = opts;
   const posture = await postureRead(deps.pool);
-  if (posture.halted) return { requeued: 0, lost: 0, returned: 0, held: true };
+  if (posture.halted) return { requeued: 0, lost: 0, returned: 0, halted: true };
   const out = await withTransaction(deps.pool, async (client) => {
     const unacked = await leaseRequeueUnacked(client, { limit, now });
     for (const l of unacked) {
@@ -114,7 +115,7 @@ export async function expireOnce(
       }),
     );
     for (const l of returned) await deps.hooks.stepRequeued(client, { stepId: l.stepId, fromAttempt: l.attempt, toAttempt: l.attempt, reason: 'claim expired before delivery' });
-    return { requeued: unacked.length, lost: lost.length, returned: returned.length, held: false };
+    return { requeued: unacked.length, lost: lost.length, returned: returned.length, halted: false };
   });
   if (out.lost > 0) deps.log.warn({ lost: out.lost }, 'leases expired without a result: runner_lost');
   if (out.requeued + out.returned + out.lost > 0) emit(deps.events, 'lease:expired', { requeued: out.requeued, lost: out.lost, returned: out.returned });

@@ -3,9 +3,9 @@ import { auditRecord } from '../store/audit.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { posturesDueToLift, postureSet, type FleetPosture, type PostureField, type PostureInForce } from '../store/posture.js';
 
-/** The posture that holds every offer now, the most severe first; null when offers flow. */
-export function offersHeldBy(p: Pick<FleetPosture, 'halted' | 'systemQuiesced' | 'quiesced'>): PostureField | null {
-  return p.halted ? 'halted' : p.systemQuiesced ? 'system_quiesced' : p.quiesced ? 'quiesced' : null;
+/** The posture that stops every offer now, the most severe first; null when offers flow. */
+export function offersStoppedBy(p: Pick<FleetPosture, 'halted' | 'systemQuiesced' | 'fleetQuiesced'>): PostureField | null {
+  return p.halted ? 'halted' : p.systemQuiesced ? 'system_quiesced' : p.fleetQuiesced ? 'quiesced' : null;
 }
 
 /**

@@ -30,6 +30,8 @@ export interface VerbSpec {
   longPoll?: boolean;
   /** The largest body the route reads (the server default is 64 KiB). */
   bodyLimit?: number;
+  /** A former path of the same route, still served (deprecated; docs/cli.md). */
+  deprecatedPath?: string;
 }
 
 // Bounded to the columns they land in, as src/api/schema.ts does for every route (core/bounds.ts).
@@ -37,8 +39,11 @@ const id = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER };
 const text = (max = 200) => ({ type: 'string', minLength: 1, maxLength: max, pattern: SAFE_TEXT_PATTERN });
 const reason = { type: 'string', maxLength: 1000, pattern: SAFE_TEXT_PATTERN };
 const posture: Record<string, FieldSchema> = { reason, until: text(64) };
-/** A posture verb's route, spelt from its audit action (`platform.halt` → /api/admin/platform/halt). */
-const postureSpec = (verb: PostureVerb): VerbSpec => ({ method: 'POST', path: `/api/admin/${POSTURE_VERBS[verb].action.replace('.', '/')}`, scope: POSTURE_VERBS[verb].scope, fields: posture });
+/** A posture verb's route, from its row of POSTURE_VERBS (`fleet/quiesce` → /api/admin/fleet/quiesce). */
+const postureSpec = (verb: PostureVerb): VerbSpec => {
+  const v: { route: string; deprecatedRoute?: string; scope: Scope } = POSTURE_VERBS[verb];
+  return { method: 'POST', path: `/api/admin/${v.route}`, ...(v.deprecatedRoute ? { deprecatedPath: `/api/admin/${v.deprecatedRoute}` } : {}), scope: v.scope, fields: posture };
+};
 const texts = { type: 'array', items: text(128), maxItems: 64 };
 const drain: Record<string, FieldSchema> = { runner: text(), group: text(), reason };
 
@@ -136,8 +141,8 @@ const SPECS = {
     required: ['path', 'requirement'],
   },
   placementsUnbind: { method: 'POST', path: '/api/placement/unbind', scope: 'admin', fields: { path: text(1000) }, required: ['path'] },
-  serverQuiesce: postureSpec('serverQuiesce'),
-  serverResume: postureSpec('serverResume'),
+  fleetQuiesce: postureSpec('fleetQuiesce'),
+  fleetResume: postureSpec('fleetResume'),
   platformHalt: postureSpec('platformHalt'),
   platformQuiesce: postureSpec('platformQuiesce'),
   platformResume: postureSpec('platformResume'),

@@ -2,7 +2,7 @@ import { adminAudit } from './domain/audit.js';
 import { fleetDemand, fleetWhatIf } from './domain/capacity.js';
 import { adminQueue, fleetRunners } from './domain/console.js';
 import { fleetDrain, fleetDrainOutstanding, fleetDrainPreview, fleetQueue, fleetRunnersRemove, fleetUndrain } from './domain/fleet.js';
-import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, serverQuiesce, serverResume } from './domain/levers.js';
+import { adminStatus, platformHalt, platformQuiesce, platformResume, replicaQuiesce, replicaResume, fleetQuiesce, fleetResume } from './domain/levers.js';
 import { groupsList, groupsSet, placementsBind, placementsList, placementsUnbind, poolsList, poolsSet, poolsUnset, projectsList, projectsSet } from './domain/policy.js';
 import { runsCancel, runsList, runsLogs, runsRetry, runsShow, runsSubmit } from './domain/runs.js';
 import { tokensCreate, tokensList, tokensRevoke } from './domain/tokens.js';
@@ -58,8 +58,8 @@ export const DOMAIN = {
   placementsList,
   placementsBind,
   placementsUnbind,
-  serverQuiesce,
-  serverResume,
+  fleetQuiesce,
+  fleetResume,
   platformHalt,
   platformQuiesce,
   platformResume,

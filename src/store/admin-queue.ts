@@ -2,12 +2,11 @@ import type { LaneId, QueueEntry } from '../core/entry.js';
 import type { PoolState } from '../core/plan.js';
 import { SHARD_COUNT } from '../core/entry.js';
 import { coordinationLeaseList, LEADER_LEASE, shardOfLeaseName } from './coordination.js';
-import { fleetRead, scopedRunsOf, type FleetRunnerRow } from './fleet.js';
+import { queueVerdictInputsRead, scopedRunsOf, type FleetRunnerRow } from './fleet.js';
 import { triggersQueueRead, type TriggerDueRow, type WaitingLaunchRow } from './triggers.js';
 import { laneOfSql } from './lanes.js';
 import { withSnapshot, type Db } from './pool.js';
-import { postureRead, type FleetPosture } from './posture.js';
-import { leasesOutstandingByRun, pinsForRuns } from './leases.js';
+import type { FleetPosture } from './posture.js';
 import { ENTRY_COLS, mapEntry } from './queue.js';
 import { replicaList, type ReplicaRow } from './replicas.js';
 
@@ -217,7 +216,6 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
     );
     const replicas = await replicaList(client);
     const coordination = await coordinationLeaseList(client);
-    const posture = await postureRead(client);
     const drains = await client.query(
       `SELECT d.kind, d.key, d.name, d.reason, a.actor, a.at
          FROM (SELECT 'runner' AS kind, id AS key, name, drain_reason AS reason FROM runners WHERE drained AND deleted_at IS NULL
@@ -226,7 +224,6 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
          LEFT JOIN LATERAL (SELECT actor, at FROM audit_log WHERE action = 'fleet.drain' AND target = d.kind || ':' || d.key ORDER BY id DESC LIMIT 1) a ON true
         ORDER BY d.kind DESC, d.name`,
     );
-    const runners = await fleetRead(client);
     // Named columns: what mapEntry reads and no more, on every refresh.
     const sample = await client.query(
       `(SELECT ${ENTRY_COLS}, blocked_on FROM queue_ready WHERE blocked_on IS NULL ORDER BY lane, position LIMIT $1)
@@ -235,10 +232,12 @@ export async function adminQueueRead(db: Db, opts: AdminQueueReadOptions = {}): 
        ORDER BY lane, position LIMIT $1`,
       [sampleLimit],
     );
-    const runIds = [...new Set(sample.rows.map((r) => Number(r.run_id)))];
-    // The verdict inputs of the sampled entries, read as the fleet queue reads them.
-    const pins = await pinsForRuns(client, runIds);
-    const outstandingByRun = await leasesOutstandingByRun(client, runIds);
+    // The verdict inputs of the sampled entries, by the read the fleet queue's verdicts use; the
+    // pools listed above are every limited pool, so their state is the one the verdicts read.
+    const { runners, posture, pins, outstandingByRun } = await queueVerdictInputsRead(client, {
+      runIds: sample.rows.map((r) => Number(r.run_id)),
+      pools: new Map(pools.rows.map((r) => [r.name as string, { limit: r.max_holders, held: Number(r.held) }])),
+    });
     const triggers = await triggersQueueRead(client, { limit: 20 });
     return { depth, leases, leasedLanes, projects, pools, replicas, coordination, posture, drains, runners, sample, pins, outstandingByRun, triggers };
   });

@@ -85,7 +85,7 @@ export async function capacityRead(pool: Pool, opts: { limit?: number } = {}): P
       pins: new Map(pins.rows.map((p) => [Number(p.run_id), p.runner_id as string])),
       outstandingByRun: new Map(outstanding.rows.map((o) => [Number(o.run_id), o.n as number])),
       projects: new Set(projects.rows.map((p) => p.name as string)),
-      postures: { halted: posture.halted, quiesced: posture.quiesced, systemQuiesced: posture.systemQuiesced, reason: posture.reason },
+      postures: { halted: posture.halted, fleetQuiesced: posture.fleetQuiesced, systemQuiesced: posture.systemQuiesced, reason: posture.reason },
     };
   } finally {
     if (began) await client.query('ROLLBACK').catch(() => undefined);

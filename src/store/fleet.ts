@@ -94,7 +94,7 @@ const FLEET_SQL = fleetSql((id) => `($1::text[] IS NULL OR ${id} = ANY($1::text[
 const FLEET_PARKED_READ = prepared(
   // The runners are always listed here, so the statement names them plainly: its generic plan
   // reads their leases through the runner index instead of allowing for a null list.
-  `SELECT p.quiesced AS posture_quiesced, p.halted AS posture_halted, p.system_quiesced AS posture_system_quiesced, f.*
+  `SELECT p.quiesced AS posture_fleet_quiesced, p.halted AS posture_halted, p.system_quiesced AS posture_system_quiesced, f.*
      FROM (SELECT coalesce(bool_or(quiesced), false) AS quiesced, coalesce(bool_or(halted), false) AS halted,
                   coalesce(bool_or(system_quiesced), false) AS system_quiesced
              FROM fleet_posture WHERE id) p
@@ -112,7 +112,7 @@ export type ParkedRunnerRow = Pick<FleetRunnerRow, 'runnerId' | 'group' | 'label
 
 /** What a dispatch tick reads before it claims: the posture flags and the parked runners' rows. */
 export interface ParkedFleet {
-  posture: Pick<FleetPosture, 'quiesced' | 'halted' | 'systemQuiesced'>;
+  posture: Pick<FleetPosture, 'fleetQuiesced' | 'halted' | 'systemQuiesced'>;
   runners: ParkedRunnerRow[];
 }
 
@@ -124,7 +124,7 @@ export async function fleetParkedRead(db: Db, runnerIds: string[]): Promise<Park
   const { rows } = await db.query(FLEET_PARKED_READ([runnerIds]));
   const p = rows[0];
   return {
-    posture: { quiesced: p.posture_quiesced, halted: p.posture_halted, systemQuiesced: p.posture_system_quiesced },
+    posture: { fleetQuiesced: p.posture_fleet_quiesced, halted: p.posture_halted, systemQuiesced: p.posture_system_quiesced },
     runners: rows.filter((r) => r.id !== null).map(mapParked),
   };
 }
@@ -250,13 +250,11 @@ export async function fleetQueueRead(db: Db, p: { limit?: number; runId?: number
             [limit, runId],
           );
     const leased = await client.query(`SELECT * FROM step_leases WHERE $1::bigint IS NULL OR run_id = $1 ORDER BY claimed_at, step_id`, [runId]);
-    const runners = await fleetRead(client);
-    const posture = await postureRead(client);
     const runIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.run_id)))];
-    const pins = await pinsForRuns(client, runIds);
-    const outstandingByRun = await leasesOutstandingByRun(client, runIds);
-    const runnerRuns = scopedRunsOf(runners);
-    const pools = await poolStateRead(client, [...new Set(ready.rows.flatMap((r) => (r.pools as string[] | null) ?? []))]);
+    const { runners, posture, pins, outstandingByRun, runnerRuns, pools } = await queueVerdictInputsRead(client, {
+      runIds,
+      pools: ready.rows.flatMap((r) => (r.pools as string[] | null) ?? []),
+    });
     const stepIds = [...new Set([...ready.rows, ...leased.rows].map((r) => Number(r.step_id)))];
     const names = stepIds.length ? (await client.query(`SELECT id, name FROM steps WHERE id = ANY($1::bigint[])`, [stepIds])).rows : [];
     let now: Date = ready.rows[0]?.db_now;
@@ -293,6 +291,27 @@ export interface VerdictInputs {
   pins: Map<number, string>;
   outstandingByRun: Map<number, number>;
   runnerRuns: Map<string, number>;
+}
+
+/** What a queue view's verdicts read: the posture besides the fleet and the entries' pools, pins and out-counts. */
+export interface QueueVerdictInputs extends VerdictInputs {
+  posture: FleetPosture;
+}
+
+/**
+ * The verdict inputs of a queue view, read the one way the admin queue and the fleet queue both
+ * read them, so the two views give an entry the same verdict. Call it on the client of the view's
+ * snapshot (withSnapshot): the inputs then agree with the entries read beside them. `pools`: the
+ * names the entries demand, or the pool state the caller already read in that snapshot.
+ */
+export async function queueVerdictInputsRead(client: Db, p: { runIds: number[]; pools: string[] | PoolState }): Promise<QueueVerdictInputs> {
+  const runIds = [...new Set(p.runIds)];
+  const runners = await fleetRead(client);
+  const posture = await postureRead(client);
+  const pins = await pinsForRuns(client, runIds);
+  const outstandingByRun = await leasesOutstandingByRun(client, runIds);
+  const pools = Array.isArray(p.pools) ? await poolStateRead(client, [...new Set(p.pools)]) : p.pools;
+  return { runners, posture, pins, outstandingByRun, runnerRuns: scopedRunsOf(runners), pools };
 }
 
 /** The verdict inputs for these entries, read set-based: the fleet, their pools, and their runs' pins and out-counts. */

@@ -156,7 +156,12 @@ export async function leaseByRequest(db: Db, p: { runnerId: string; requestId: s
   return rows.map(mapLease);
 }
 
-/** A lease as one runner presents it: the step, the token it was handed, and who presents it. */
+/**
+ * A lease as one runner presents it: the step, the token it was handed, and who presents it.
+ * "Hold" in the code means this one thing, a lease held by its holder; a step in a pool occupies
+ * a slot, a posture in force stops offers, a drained runner's poll idles, a launch that cannot go
+ * yet is deferred.
+ */
 export interface HeldLeaseRef extends LeaseRef { runnerId: string }
 
 /** The key an answer is matched on: step, token and runner together. */

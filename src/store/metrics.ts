@@ -10,7 +10,7 @@ export interface GaugeSnapshot {
    * Holds of pools never defined, all together: a run file may name any pool, and each name must
    * not become a series of its own on the open endpoint.
    */
-  undefinedPoolHolds: number;
+  undefinedPoolOccupants: number;
   /** Registered runners by liveness state, and how many are drained (themselves or by group). */
   runners: { byState: Record<string, number>; drained: number };
 }
@@ -41,7 +41,7 @@ export async function gaugeSnapshotRead(db: Db): Promise<GaugeSnapshot> {
   return {
     leases: { claimed: Number(r.leases.claimed), delivered: Number(r.leases.delivered), executing: Number(r.leases.executing) },
     pools: (r.pools as Array<{ name: string; holds: number; limit: number }>).map((p) => ({ name: p.name, holds: Number(p.holds), limit: Number(p.limit) })),
-    undefinedPoolHolds: Number(r.undefined_pool_holds),
+    undefinedPoolOccupants: Number(r.undefined_pool_holds),
     runners: { byState: Object.fromEntries(Object.entries(r.runners.byState as Record<string, number>).map(([k, v]) => [k, Number(v)])), drained: Number(r.runners.drained) },
   };
 }

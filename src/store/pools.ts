@@ -1,12 +1,13 @@
 import type { PoolState } from '../core/plan.js';
 import type { PoolClient, Db } from './pool.js';
 
-export interface PoolHolder { stepId: number; attempt: number; heldAt: Date }
+/** A step occupying a slot of a pool (a row of pool_holds, a name the store keeps). */
+export interface PoolOccupant { stepId: number; attempt: number; heldAt: Date }
 export interface PoolRow {
   name: string;
-  /** null: no limit row, the pool is unlimited (listed because something holds it). */
+  /** null: no limit row, the pool is unlimited (listed because a step occupies a slot of it). */
   limit: number | null;
-  holders: PoolHolder[];
+  holders: PoolOccupant[];
 }
 
 /** Sets (or changes) a pool's limit. Idempotent. */
@@ -57,20 +58,20 @@ export async function poolStateRead(db: Db, names: string[]): Promise<PoolState>
 /**
  * Takes every hold the step demands or none; call inside the claim/deliver transaction. The limit
  * rows are locked FOR UPDATE in name order, so concurrent acquirers queue on the first shared pool
- * instead of deadlocking, and the count that follows sees every hold committed before the lock was
+ * instead of deadlocking, and the count that follows sees every slot taken and committed before the lock was
  * granted. A step already holding a pool (a repeated call) keeps it and is not counted twice.
  */
-export async function poolHoldAcquire(client: PoolClient, p: { stepId: number; attempt: number; pools: string[] }): Promise<boolean> {
-  return (await poolHoldAcquireMany(client, [p])).has(p.stepId);
+export async function poolSlotTake(client: PoolClient, p: { stepId: number; attempt: number; pools: string[] }): Promise<boolean> {
+  return (await poolSlotsTake(client, [p])).has(p.stepId);
 }
 
 /**
- * poolHoldAcquire for a whole tick's deliveries: the union of their limit rows is locked once, in
- * name order, before any hold is counted (locking step by step would take rows out of order across
+ * poolSlotTake for a whole tick's deliveries: the union of their limit rows is locked once, in
+ * name order, before any slot is counted (locking step by step would take rows out of order across
  * steps and could deadlock with another replica). Steps are admitted in the order given, each all
- * or none; returns the step ids whose holds were taken (steps demanding no pool included).
+ * or none; returns the step ids whose slots were taken (steps demanding no pool included).
  */
-export async function poolHoldAcquireMany(client: PoolClient, items: Array<{ stepId: number; attempt: number; pools: string[] }>): Promise<Set<number>> {
+export async function poolSlotsTake(client: PoolClient, items: Array<{ stepId: number; attempt: number; pools: string[] }>): Promise<Set<number>> {
   const granted = new Set<number>();
   const names = [...new Set(items.flatMap((i) => i.pools))].sort();
   if (names.length === 0) return new Set(items.map((i) => i.stepId));
@@ -111,8 +112,8 @@ export async function poolHoldAcquireMany(client: PoolClient, items: Array<{ ste
   return granted;
 }
 
-/** Releases every hold of the steps (complete, release, expiry, cancel); returns how many went. */
-export async function poolHoldRelease(db: Db, stepIds: number[]): Promise<number> {
+/** Frees every pool slot of the steps (complete, release, expiry, cancel); returns how many went. */
+export async function poolSlotsFree(db: Db, stepIds: number[]): Promise<number> {
   if (stepIds.length === 0) return 0;
   const { rowCount } = await db.query(`DELETE FROM pool_holds WHERE step_id = ANY($1::bigint[])`, [stepIds]);
   return rowCount ?? 0;

@@ -7,10 +7,10 @@ export interface PostureStory { posture: PostureField; reason: string | null; ac
 /**
  * The durable posture flags every dispatch tick reads (one row): fleet quiesce, platform halt and
  * system quiesce. Each posture in force keeps its own story (`holds`, most severe first);
- * reason/actor are those of the posture that holds offers now (the most severe), null when none
+ * reason/actor are those of the posture that stops offers now (the most severe), null when none
  * is in force, and `since` is the time of the last change of any flag.
  */
-export interface FleetPosture { quiesced: boolean; halted: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: Date; holds: PostureStory[] }
+export interface FleetPosture { fleetQuiesced: boolean; halted: boolean; systemQuiesced: boolean; reason: string | null; actor: string | null; since: Date; holds: PostureStory[] }
 
 export type { PostureField };
 export const POSTURE_FIELDS: readonly PostureField[] = ['quiesced', 'halted', 'system_quiesced'];
@@ -18,7 +18,10 @@ export const POSTURE_FIELDS: readonly PostureField[] = ['quiesced', 'halted', 's
 /** One posture in force: who pulled it, why, since when, and until when (null: until resumed). */
 export interface PostureInForce { posture: PostureField; reason: string | null; actor: string; source: string | null; since: Date; until: Date | null }
 
-/** Severity order of the postures: the first in force is the one that holds offers. */
+/**
+ * Severity order of the postures: the first in force is the one that stops offers. (A posture in
+ * force is a row of posture_holds and an entry of `holds` on the wire: those names are stored.)
+ */
 const SEVERITY = `ARRAY['halted','system_quiesced','quiesced']`;
 
 export async function postureRead(db: Db): Promise<FleetPosture> {
@@ -35,24 +38,24 @@ export async function postureRead(db: Db): Promise<FleetPosture> {
   const holds: PostureStory[] = (r.holds as Array<{ posture: PostureField; reason: string | null; actor: string; since: string }>)
     .filter((h) => flags[h.posture])
     .map((h) => ({ posture: h.posture, reason: h.reason, actor: h.actor, since: new Date(h.since) }));
-  const holding = (['halted', 'system_quiesced', 'quiesced'] as const).find((f) => flags[f]);
+  const stopping = (['halted', 'system_quiesced', 'quiesced'] as const).find((f) => flags[f]);
   // A flag with no story (set before stories were kept) falls back to the row's last change.
-  const story = holding ? (holds.find((h) => h.posture === holding) ?? { reason: r.reason, actor: r.actor }) : undefined;
-  return { quiesced: r.quiesced, halted: r.halted, systemQuiesced: r.system_quiesced, reason: story?.reason ?? null, actor: story?.actor ?? null, since: r.since, holds };
+  const story = stopping ? (holds.find((h) => h.posture === stopping) ?? { reason: r.reason, actor: r.actor }) : undefined;
+  return { fleetQuiesced: r.quiesced, halted: r.halted, systemQuiesced: r.system_quiesced, reason: story?.reason ?? null, actor: story?.actor ?? null, since: r.since, holds };
 }
 
-const mapHold = (r: any): PostureInForce => ({ posture: r.posture, reason: r.reason, actor: r.actor, source: r.source, since: r.since, until: r.until });
+const mapInForce = (r: any): PostureInForce => ({ posture: r.posture, reason: r.reason, actor: r.actor, source: r.source, since: r.since, until: r.until });
 
 /** Every posture in force, with its story, in a fixed order. */
 export async function posturesInForceRead(db: Db): Promise<PostureInForce[]> {
   const { rows } = await db.query(`SELECT * FROM posture_holds ORDER BY array_position(${SEVERITY}, posture)`);
-  return rows.map(mapHold);
+  return rows.map(mapInForce);
 }
 
 /**
  * Sets one posture flag on the durable row, locked so concurrent levers serialise, and keeps its
- * hold row (reason, actor, until) in step. A repeated lever changes nothing (idempotent) unless
- * it brings a new --until, which moves the expiry. Returns the hold before and after.
+ * posture_holds row (reason, actor, until) in step. A repeated lever changes nothing (idempotent) unless
+ * it brings a new --until, which moves the expiry. Returns the posture in force before and after.
  */
 export async function postureSet(
   client: PoolClient,
@@ -60,7 +63,7 @@ export async function postureSet(
 ): Promise<{ changed: boolean; untilChanged: boolean; before: PostureInForce | undefined; posture: FleetPosture }> {
   const { rows } = await client.query(`SELECT quiesced, halted, system_quiesced FROM fleet_posture WHERE id FOR UPDATE`);
   const current: boolean = rows[0]?.[p.field] ?? false;
-  const before = (await client.query(`SELECT * FROM posture_holds WHERE posture = $1`, [p.field])).rows.map(mapHold)[0];
+  const before = (await client.query(`SELECT * FROM posture_holds WHERE posture = $1`, [p.field])).rows.map(mapInForce)[0];
   // The column name comes from the closed PostureField union, never from input.
   const column = POSTURE_FIELDS.find((f) => f === p.field)!;
   if (current === p.value) {
@@ -90,5 +93,5 @@ export async function posturesDueToLift(client: PoolClient): Promise<PostureInFo
   // The flags row first, as every lever does, so the leader and a lever never lock in opposite orders.
   await client.query(`SELECT 1 FROM fleet_posture WHERE id FOR UPDATE`);
   const { rows } = await client.query(`SELECT * FROM posture_holds WHERE until IS NOT NULL AND until <= now() ORDER BY until`);
-  return rows.map(mapHold);
+  return rows.map(mapInForce);
 }

@@ -275,15 +275,20 @@ export async function deliveriesSettleDisabled(db: Db, p: { webhookId?: number }
   return rowCount ?? 0;
 }
 
-export async function deliveriesPrune(db: Db, p: { retentionMs: number }): Promise<number> {
-  const { rowCount } = await db.query(`DELETE FROM webhook_deliveries WHERE received_at < now() - $1 * interval '1 millisecond' AND status <> 'pending'`, [p.retentionMs]);
+/** Deletes decided deliveries older than the retention, judged at `now` (the store's now() unless given). */
+export async function deliveriesPrune(db: Db, p: { retentionMs: number; now?: Date }): Promise<number> {
+  const { rowCount } = await db.query(
+    `DELETE FROM webhook_deliveries WHERE received_at < coalesce($2::timestamptz, now()) - $1 * interval '1 millisecond' AND status <> 'pending'`,
+    [p.retentionMs, p.now ?? null],
+  );
   return rowCount ?? 0;
 }
 
-export async function ticksPrune(db: Db, p: { retentionMs: number }): Promise<number> {
+/** Deletes decided ticks older than the retention, judged at `now` (the store's now() unless given). */
+export async function ticksPrune(db: Db, p: { retentionMs: number; now?: Date }): Promise<number> {
   const { rowCount } = await db.query(
-    `DELETE FROM trigger_ticks WHERE recorded_at < now() - $1 * interval '1 millisecond' AND outcome <> 'pending' AND NOT (outcome = 'missed' AND catch_up IS NULL)`,
-    [p.retentionMs],
+    `DELETE FROM trigger_ticks WHERE recorded_at < coalesce($2::timestamptz, now()) - $1 * interval '1 millisecond' AND outcome <> 'pending' AND NOT (outcome = 'missed' AND catch_up IS NULL)`,
+    [p.retentionMs, p.now ?? null],
   );
   return rowCount ?? 0;
 }
@@ -302,7 +307,7 @@ export interface LaunchProbe {
   missed: Date | null;
 }
 
-/** The probe statement (exported so a test can EXPLAIN exactly it): $1 now, $2 held ticks, $3 held deliveries. */
+/** The probe statement (exported so a test can EXPLAIN exactly it): $1 now, $2 deferred ticks, $3 deferred deliveries. */
 export const LAUNCH_PROBE_SQL = `SELECT coalesce($1::timestamptz, now()) AS now,
             coalesce((SELECT halted FROM fleet_posture WHERE id), false) AS halted,
             (SELECT min(fire_at) FROM one_shots WHERE status = 'pending' AND enabled) AS one_shot,
@@ -316,10 +321,10 @@ export const LAUNCH_PROBE_SQL = `SELECT coalesce($1::timestamptz, now()) AS now,
  * enabled schedules, pending deliveries, undispatched launches (pending ticks, less the ones the
  * loop holds back), and missed ticks awaiting catch-up.
  */
-export async function launchProbe(db: Db, p: { now?: Date; heldTicks: number[]; heldDeliveries: number[] }): Promise<LaunchProbe> {
+export async function launchProbe(db: Db, p: { now?: Date; deferredTicks: number[]; deferredDeliveries: number[] }): Promise<LaunchProbe> {
   const { rows } = await db.query(
     LAUNCH_PROBE_SQL,
-    [p.now ?? null, p.heldTicks, p.heldDeliveries],
+    [p.now ?? null, p.deferredTicks, p.deferredDeliveries],
   );
   const r = rows[0];
   return { now: r.now, halted: r.halted, oneShot: r.one_shot, schedule: r.schedule, delivery: r.delivery, launch: r.launch, missed: r.missed };

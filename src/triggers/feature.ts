@@ -16,10 +16,11 @@ export interface HousekeepingDeps {
 }
 
 /** Settles the pending deliveries of disabled webhooks and prunes history past the retention. */
-export async function housekeepingOnce(deps: HousekeepingDeps): Promise<{ settled: number; deliveriesPruned: number; ticksPruned: number }> {
+export async function housekeepingOnce(deps: HousekeepingDeps, opts: { now?: Date } = {}): Promise<{ settled: number; deliveriesPruned: number; ticksPruned: number }> {
   const settled = await deliveriesSettleDisabled(deps.pool);
-  const deliveriesPruned = await deliveriesPrune(deps.pool, { retentionMs: deps.retentionMs });
-  const ticksPruned = await ticksPrune(deps.pool, { retentionMs: deps.retentionMs });
+  // The retention is judged by the store's clock, or at `now` when given (tests set the time).
+  const deliveriesPruned = await deliveriesPrune(deps.pool, { retentionMs: deps.retentionMs, now: opts.now });
+  const ticksPruned = await ticksPrune(deps.pool, { retentionMs: deps.retentionMs, now: opts.now });
   if (settled + deliveriesPruned + ticksPruned > 0) deps.log.info({ settled, deliveriesPruned, ticksPruned }, 'trigger housekeeping');
   return { settled, deliveriesPruned, ticksPruned };
 }
@@ -44,15 +45,15 @@ export function triggerHousekeepingDuty(deps: HousekeepingDeps, everyMs = DEFAUL
 /**
  * The launch loop of a replica: runs only while this replica leads (started on `leader:gained`,
  * stopped on `leader:lost`), woken by NOTIFY opschain_triggers whenever any replica writes a
- * trigger or a delivery, a templated run finishes (its template's held launches go at once) or an
- * operator runs `opschain admin reconcile` (every held row goes). Housekeeping is a leader duty
+ * trigger or a delivery, a templated run finishes (its template's deferred launches go at once) or an
+ * operator runs `opschain admin reconcile` (every deferred row goes). Housekeeping is a leader duty
  * of the coordination loop (triggerHousekeepingDuty).
  */
 export function startLaunch(ctx: ReplicaEnv, ownership: Pick<ShardOwnership, 'isLeader'>, opts: LaunchFeatureOptions = {}): ReplicaPart {
   const log = ctx.log.child({ component: 'launch' });
   const timing = { ...DEFAULT_LAUNCH_TIMING, ...opts.timing };
-  const holds = new DeferredLaunches();
-  const deps: LaunchDeps = { pool: ctx.pool, log, holds, timing, isLeader: () => ownership.isLeader(), events: ctx.events };
+  const deferred = new DeferredLaunches();
+  const deps: LaunchDeps = { pool: ctx.pool, log, deferred, timing, isLeader: () => ownership.isLeader(), events: ctx.events };
 
   let running: { loop: LoopHandle; listener: Listener } | undefined;
   let transition: Promise<void> = Promise.resolve();
@@ -63,9 +64,9 @@ export function startLaunch(ctx: ReplicaEnv, ownership: Pick<ShardOwnership, 'is
       ctx.listenUrl,
       TRIGGERS_CHANNEL,
       (payload) => {
-        if (payload?.startsWith('run:')) holds.releaseTemplate(payload.slice(4));
+        if (payload?.startsWith('run:')) deferred.releaseTemplate(payload.slice(4));
         else if (payload === 'reconcile') {
-          const n = holds.releaseAll();
+          const n = deferred.releaseAll();
           log.info({ released: n }, 'reconcile: launch loop woken, held rows released');
         }
         loop.kick();
@@ -81,7 +82,7 @@ export function startLaunch(ctx: ReplicaEnv, ownership: Pick<ShardOwnership, 'is
     if (!r) return;
     await r.listener.stop();
     await r.loop.stop();
-    holds.releaseAll();
+    deferred.releaseAll();
     log.info('launch loop stopped');
   };
   const onGained = () => (transition = transition.then(start));

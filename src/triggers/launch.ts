@@ -52,7 +52,7 @@ export const DEFAULT_LAUNCH_TIMING: LaunchTiming = { batch: 32, probeIntervalMs:
 interface Hold { template: string; retryAt: number; reason: string }
 
 /**
- * Rows that stay due but cannot go yet, held in memory with a retry time and left out of the
+ * Rows that stay due but cannot go yet, kept in memory with a retry time and left out of the
  * probe until then: launches deferred by a cap, a ceiling or a queued overlap, and deliveries
  * of a disabled webhook (settled by housekeeping). A finishing run of a template releases that
  * template's launches; a wake (`admin reconcile`) releases everything.
@@ -78,7 +78,7 @@ export class DeferredLaunches {
     return n;
   }
 
-  /** Drops the holds whose retry time has come; returns how many. */
+  /** Drops the deferrals whose retry time has come; returns how many. */
   expire(nowMs: number): number {
     let n = 0;
     for (const [id, h] of this.ticks) {
@@ -105,7 +105,7 @@ export class DeferredLaunches {
 export interface LaunchDeps {
   pool: Pool;
   log: Logger;
-  holds: DeferredLaunches;
+  deferred: DeferredLaunches;
   timing: LaunchTiming;
   /** Checked at the start of every pass: only the leader fires. */
   isLeader: () => boolean;
@@ -151,17 +151,17 @@ const due = (d: Date | null, now: Date) => d !== null && d.getTime() <= now.getT
  * The probe asks for the earliest due time of each source (one partial-index lookup each). Each
  * source claims at most `batch` rows with a compare-and-set, so two loops never fire one row
  * twice; claimed rows become ledger ticks, and a pending tick is a launch: the launch stage locks
- * it, applies the trigger's overlap policy and the template's caps (deferred launches are held in
+ * it, applies the trigger's overlap policy and the template's caps (deferred launches are kept in
  * memory), creates the run and marks the tick fired, all in one transaction. A row that fails for
  * its own data (a value the store refuses, a definition that cannot be read) becomes a failed tick
  * with the reason and the pass goes on with the others; only a failure of the store fails the pass.
  *
  * `now` is for tests (a fixed time for every comparison, in SQL too); production passes nothing
  * and the database's clock decides. The returned sleepMs is 0 when the pass did work or a source
- * was capped, else the time to the earliest due row (or held row's retry), at most the probe interval.
+ * was capped, else the time to the earliest due row (or deferred row's retry), at most the probe interval.
  */
 export async function launchOnce(deps: LaunchDeps, now?: Date): Promise<LaunchReport> {
-  const { timing, holds } = deps;
+  const { timing, deferred } = deps;
   const report: LaunchReport = {
     leader: deps.isLeader(),
     now: null,
@@ -178,9 +178,9 @@ export async function launchOnce(deps: LaunchDeps, now?: Date): Promise<LaunchRe
   };
   if (!report.leader) return emit(deps, report);
 
-  let probe = await launchProbe(deps.pool, { now, heldTicks: [...holds.ticks.keys()], heldDeliveries: [...holds.deliveries.keys()] });
-  const released = holds.expire(probe.now.getTime());
-  if (released > 0) probe = await launchProbe(deps.pool, { now, heldTicks: [...holds.ticks.keys()], heldDeliveries: [...holds.deliveries.keys()] });
+  let probe = await launchProbe(deps.pool, { now, deferredTicks: [...deferred.ticks.keys()], deferredDeliveries: [...deferred.deliveries.keys()] });
+  const released = deferred.expire(probe.now.getTime());
+  if (released > 0) probe = await launchProbe(deps.pool, { now, deferredTicks: [...deferred.ticks.keys()], deferredDeliveries: [...deferred.deliveries.keys()] });
   report.now = probe.now;
   report.halted = probe.halted;
   const at = probe.now;
@@ -201,7 +201,7 @@ export async function launchOnce(deps: LaunchDeps, now?: Date): Promise<LaunchRe
   report.nextDueAt = nextDue(probe);
   if (report.capped || progress) report.sleepMs = 0;
   else {
-    const retry = holds.earliestRetry();
+    const retry = deferred.earliestRetry();
     const candidates = [report.nextDueAt?.getTime(), retry].filter((v): v is number => v !== undefined);
     const wake = candidates.length ? Math.min(...candidates) : Infinity;
     // Something due that this pass could not take (another loop holds it locked): look again shortly.
@@ -307,17 +307,17 @@ async function deliveriesPass(deps: LaunchDeps, report: LaunchReport, at: Date, 
   });
   failuresReport(deps, report, failed);
   report.claimed.deliveries += n;
-  let held = 0;
+  let deferredNow = 0;
   if (n >= deps.timing.batch) report.capped = true;
   else {
-    // What is left due belongs to disabled webhooks: hold it until housekeeping settles it.
+    // What is left due belongs to disabled webhooks: defer it until housekeeping settles it.
     for (const id of await deliveriesOfDisabled(deps.pool, { now, limit: 1000 })) {
-      deps.holds.deliveries.set(id, at.getTime() + deps.timing.discoveryIntervalMs);
-      held++;
+      deps.deferred.deliveries.set(id, at.getTime() + deps.timing.discoveryIntervalMs);
+      deferredNow++;
     }
   }
-  // Newly held rows change what the probe sees: look again at once rather than after a short wait.
-  return n > 0 || held > 0;
+  // Newly deferred rows change what the probe sees: look again at once rather than after a short wait.
+  return n > 0 || deferredNow > 0;
 }
 
 async function schedulesPass(deps: LaunchDeps, report: LaunchReport, at: Date, now: Date | undefined, halted: boolean): Promise<boolean> {
@@ -384,7 +384,7 @@ async function catchUpPass(deps: LaunchDeps, report: LaunchReport, now: Date | u
 }
 
 async function launchesPass(deps: LaunchDeps, report: LaunchReport, at: Date, now: Date | undefined): Promise<boolean> {
-  const pending = await launchesPending(deps.pool, { now, limit: deps.timing.batch, exclude: [...deps.holds.ticks.keys()] });
+  const pending = await launchesPending(deps.pool, { now, limit: deps.timing.batch, exclude: [...deps.deferred.ticks.keys()] });
   report.claimed.launches += pending.length;
   if (pending.length >= deps.timing.batch) report.capped = true;
   let progress = false;
@@ -394,7 +394,7 @@ async function launchesPass(deps: LaunchDeps, report: LaunchReport, at: Date, no
       report.fired.push(result.firing);
       progress = true;
     } else if (result.kind === 'deferred') {
-      deps.holds.ticks.set(candidate.id, { template: result.template, retryAt: at.getTime() + deps.timing.discoveryIntervalMs, reason: result.reason });
+      deps.deferred.ticks.set(candidate.id, { template: result.template, retryAt: at.getTime() + deps.timing.discoveryIntervalMs, reason: result.reason });
       report.deferred.push({ tickId: candidate.id, reason: result.reason });
       progress = true;
     } else if (result.kind === 'skipped') {

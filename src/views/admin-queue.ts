@@ -119,8 +119,9 @@ export interface AdminQueueView {
   /**
    * reason/actor: of the posture holding offers now (the most severe); `holds`: each posture in
    * force with its own reason, actor and time, most severe first (absent from servers before it).
+   * `quiesced`: the fleet quiesce's first field name, deprecated, still sent beside `fleetQuiesced`.
    */
-  postures: Wire<Omit<FleetPosture, 'holds'>> & { holds?: PostureInForceView[]; drains: DrainView[] };
+  postures: Wire<Omit<FleetPosture, 'holds'>> & { quiesced: boolean; holds?: PostureInForceView[]; drains: DrainView[] };
   lanes: LaneView[];
   /** Per-lane counts are exact below this many ready entries and estimates beyond. */
   exactBound: number;
@@ -205,7 +206,7 @@ export function buildAdminQueue(s: AdminQueueSnapshot, opts: BuildOptions): Admi
     leader: s.leader?.replicaId === r.id,
   }));
 
-  const postures = { halted: s.posture.halted, quiesced: s.posture.quiesced, systemQuiesced: s.posture.systemQuiesced, reason: s.posture.reason, acceptExceeding: opts.acceptExceeding };
+  const postures = { halted: s.posture.halted, fleetQuiesced: s.posture.fleetQuiesced, systemQuiesced: s.posture.systemQuiesced, reason: s.posture.reason, acceptExceeding: opts.acceptExceeding };
   const fleet = { runners: s.runners, outstandingByRun: s.outstandingByRun, runnerRuns: s.runnerRuns };
   const pools = new Map(s.pools.map((p) => [p.name, { limit: p.limit, held: p.held }]));
   const groups = new Map<VerdictCode, VerdictGroup>();
@@ -247,7 +248,8 @@ export function buildAdminQueue(s: AdminQueueSnapshot, opts: BuildOptions): Admi
     at: s.now.toISOString(),
     postures: {
       halted: s.posture.halted,
-      quiesced: s.posture.quiesced,
+      fleetQuiesced: s.posture.fleetQuiesced,
+      quiesced: s.posture.fleetQuiesced,
       systemQuiesced: s.posture.systemQuiesced,
       reason: s.posture.reason,
       actor: s.posture.actor,
@@ -397,7 +399,7 @@ export function postureBanners(v: AdminQueueView): Array<{ text: string; tone: T
   };
   if (p.halted) out.push({ text: `PLATFORM HALTED${story('halted')}`, tone: 'bad' });
   if (p.systemQuiesced) out.push({ text: `SYSTEM QUIESCED${story('system_quiesced')}`, tone: 'warn' });
-  if (p.quiesced) out.push({ text: `FLEET QUIESCED${story('quiesced')}`, tone: 'warn' });
+  if (p.fleetQuiesced) out.push({ text: `FLEET QUIESCED${story('quiesced')}`, tone: 'warn' });
   const runners = p.drains.filter((d) => d.kind === 'runner').length;
   const groups = p.drains.filter((d) => d.kind === 'group');
   if (runners) out.push({ text: `${runners} runner${runners === 1 ? '' : 's'} drained`, tone: 'warn' });

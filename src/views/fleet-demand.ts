@@ -14,7 +14,8 @@ export interface DemandShape {
 
 export interface FleetDemandView {
   at: string;
-  posture: { halted: boolean; quiesced: boolean; systemQuiesced: boolean; reason: string | null };
+  /** `quiesced`: the fleet quiesce's first field name, deprecated, still sent beside `fleetQuiesced` (docs/levers.md). */
+  posture: { halted: boolean; fleetQuiesced: boolean; quiesced: boolean; systemQuiesced: boolean; reason: string | null };
   /** Every reason a group row counts, in this order. */
   reasons: readonly DemandReason[];
   groups: GroupDemand[];
@@ -55,7 +56,7 @@ export function buildFleetDemand(s: CapacityState, d: Demand, opts: { groups?: s
   const wanted = opts.groups ? new Set(opts.groups) : null;
   return {
     at: s.now.toISOString(),
-    posture: { halted: s.postures.halted, quiesced: s.postures.quiesced, systemQuiesced: s.postures.systemQuiesced ?? false, reason: s.postures.reason ?? null },
+    posture: { halted: s.postures.halted, fleetQuiesced: s.postures.fleetQuiesced, quiesced: s.postures.fleetQuiesced, systemQuiesced: s.postures.systemQuiesced ?? false, reason: s.postures.reason ?? null },
     reasons: DEMAND_REASONS,
     groups: wanted ? d.groups.filter((g) => wanted.has(g.group)) : d.groups,
     total: d.total,

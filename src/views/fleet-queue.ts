@@ -45,7 +45,8 @@ export interface FleetQueueEntry {
 
 export interface FleetQueueView {
   at: string;
-  posture: { halted: boolean; quiesced: boolean; systemQuiesced: boolean; reason: string | null };
+  /** `quiesced`: the fleet quiesce's first field name, deprecated, still sent beside `fleetQuiesced` (docs/levers.md). */
+  posture: { halted: boolean; fleetQuiesced: boolean; quiesced: boolean; systemQuiesced: boolean; reason: string | null };
   summary: { ready: number; readyShown: number; leased: number; unsatisfiable: number; byCode: Partial<Record<FleetQueueCode, number>> };
   entries: FleetQueueEntry[];
 }
@@ -56,7 +57,7 @@ export interface FleetQueueView {
  */
 export function buildFleetQueue(s: FleetQueueSnapshot, opts: { acceptExceeding: boolean }): FleetQueueView {
   const names = new Map(s.runners.map((r) => [r.runnerId, r.runnerName]));
-  const postures = { halted: s.posture.halted, quiesced: s.posture.quiesced, systemQuiesced: s.posture.systemQuiesced, reason: s.posture.reason, acceptExceeding: opts.acceptExceeding };
+  const postures = { halted: s.posture.halted, fleetQuiesced: s.posture.fleetQuiesced, systemQuiesced: s.posture.systemQuiesced, reason: s.posture.reason, acceptExceeding: opts.acceptExceeding };
   const fleet = { runners: s.runners, outstandingByRun: s.outstandingByRun, runnerRuns: s.runnerRuns };
   const base = (e: FleetQueueSnapshot['ready'][number]) => ({
     stepId: e.stepId,
@@ -88,7 +89,7 @@ export function buildFleetQueue(s: FleetQueueSnapshot, opts: { acceptExceeding: 
   for (const e of entries) byCode[e.verdict.code] = (byCode[e.verdict.code] ?? 0) + 1;
   return {
     at: s.now.toISOString(),
-    posture: { halted: s.posture.halted, quiesced: s.posture.quiesced, systemQuiesced: s.posture.systemQuiesced, reason: s.posture.reason },
+    posture: { halted: s.posture.halted, fleetQuiesced: s.posture.fleetQuiesced, quiesced: s.posture.fleetQuiesced, systemQuiesced: s.posture.systemQuiesced, reason: s.posture.reason },
     summary: { ready: s.readyTotal, readyShown: s.ready.length, leased: s.leased.length, unsatisfiable: entries.filter((e) => !e.verdict.satisfiable).length, byCode },
     entries,
   };

@@ -51,7 +51,7 @@ export function statusRows(status: AdminStatus): StatusRow[] {
 /** The summary lines under the table. */
 export function statusSummary(status: AdminStatus): string[] {
   const p = status.postures;
-  const posture = p.holds.length === 0 ? 'normal' : p.holds.map(holdText).join('; ');
+  const posture = p.holds.length === 0 ? 'normal' : p.holds.map(inForceText).join('; ');
   return [
     `leader: ${status.leader ? `${status.leader.replicaId} (token ${status.leader.token})` : 'none'}`,
     `shards owned: ${status.shards.owned}/${status.shards.total}${status.shards.unowned.length ? `, unowned: ${shardRanges(status.shards.unowned)}` : ''}`,
@@ -62,6 +62,6 @@ export function statusSummary(status: AdminStatus): string[] {
 const POSTURE_WORDS = { halted: 'PLATFORM HALTED', system_quiesced: 'system quiesced', quiesced: 'fleet quiesced' } as const;
 
 /** `fleet quiesced by alice since 12:00:00Z until 13:00:00Z: deploying`. */
-export function holdText(h: AdminStatus['postures']['holds'][number]): string {
+export function inForceText(h: AdminStatus['postures']['holds'][number]): string {
   return `${POSTURE_WORDS[h.posture]} by ${h.actor} since ${h.since}${h.until ? ` until ${h.until}` : ''}${h.reason ? `: ${h.reason}` : ''}`;
 }

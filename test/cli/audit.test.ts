@@ -18,7 +18,7 @@ describe('admin audit', () => {
   it('shows actor and reason for each lever, newest first, filtered by actor and time', async () => {
     await insertRunner(db.current.pool, { id: 'rnr_a', name: 'build-a' });
     await json('fleet', 'drain', 'build-a', '--reason', 'kernel update');
-    await json('admin', 'server', 'quiesce', '--reason', 'deploy 4.2');
+    await json('fleet', 'quiesce', '--reason', 'deploy 4.2');
     await json('pools', 'set', 'db', '3');
     // A lever pulled over HTTP records its token; the filter finds it by part of the name.
     await db.current.pool.query(`INSERT INTO audit_log (actor, action, target, source, detail) VALUES ('token:ci-deploy(tok_1)', 'server.resume', 'fleet', '10.0.0.7', '{"reason": "deploy done"}')`);
@@ -69,8 +69,8 @@ describe('admin audit', () => {
     const remote = (token: string, ...args: string[]) => runInProcess([...args, '--server', server.url, '--token', token, '--json']);
 
     it('records the token as the actor of a lever pulled remotely, and lists it to an admin token only', async () => {
-      await json('admin', 'server', 'resume'); // the first test left the fleet quiesced
-      const pulled = await remote(levers, 'admin', 'server', 'quiesce', '--reason', 'deploy 4.3', '--until', '1h');
+      await json('fleet', 'resume'); // the first test left the fleet quiesced
+      const pulled = await remote(levers, 'fleet', 'quiesce', '--reason', 'deploy 4.3', '--until', '1h');
       expect(pulled.code, pulled.stdout).toBe(0);
       const denied = await remote(levers, 'admin', 'audit');
       expect(denied.code).not.toBe(0);

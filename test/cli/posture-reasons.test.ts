@@ -8,7 +8,7 @@ describe('each posture keeps its own reason, actor and time', () => {
 
   it('three postures, three banners; a resume leaves the fleet banner and admin status alike; one resume, one audit row', async () => {
     expect((await cli('admin', 'platform', 'quiesce', '--reason', 'x')).code).toBe(0);
-    expect((await cli('admin', 'server', 'quiesce', '--reason', 'nc deploy')).code).toBe(0);
+    expect((await cli('fleet', 'quiesce', '--reason', 'nc deploy')).code).toBe(0);
     expect((await cli('admin', 'platform', 'halt', '--reason', 'nc emergency')).code).toBe(0);
 
     const queue = await cli('admin', 'queue');

@@ -7,16 +7,27 @@ describe('fleet posture levers', () => {
   const cli = (...args: string[]) => runCli([...args, '--json', '--database-url', db.current.url]);
 
   it('quiesce and resume the fleet: durable, idempotent, audited once', async () => {
-    const first = await cli('admin', 'server', 'quiesce', '--reason', 'deploying');
+    const first = await cli('fleet', 'quiesce', '--reason', 'deploying');
     expect(first.code).toBe(0);
-    expect(JSON.parse(first.stdout)).toMatchObject({ changed: true, posture: { quiesced: true, halted: false, reason: 'deploying' } });
-    const again = await cli('admin', 'server', 'quiesce');
+    expect(JSON.parse(first.stdout)).toMatchObject({ changed: true, posture: { fleetQuiesced: true, quiesced: true, halted: false, reason: 'deploying' } });
+    const again = await cli('fleet', 'quiesce');
     expect(again.code).toBe(0);
-    expect(JSON.parse(again.stdout)).toMatchObject({ changed: false, posture: { quiesced: true } });
-    const resumed = await cli('admin', 'server', 'resume');
-    expect(JSON.parse(resumed.stdout)).toMatchObject({ changed: true, posture: { quiesced: false } });
+    expect(JSON.parse(again.stdout)).toMatchObject({ changed: false, posture: { fleetQuiesced: true } });
+    const resumed = await cli('fleet', 'resume');
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ changed: true, posture: { fleetQuiesced: false, quiesced: false } });
     const { rows } = await db.current.pool.query(`SELECT action FROM audit_log WHERE target = 'fleet' ORDER BY id`);
     expect(rows.map((r) => r.action)).toEqual(['server.quiesce', 'server.resume']);
+  });
+
+  it('the former names, admin server quiesce and resume, still work and say they are deprecated', async () => {
+    const q = await runCli(['admin', 'server', 'quiesce', '--reason', 'old script', '--database-url', db.current.url]);
+    expect(q.code).toBe(0);
+    expect(q.stdout.trim()).toBe('fleet quiesced: no new offers');
+    // oclif wraps the warning to the terminal's width.
+    expect(q.stderr.replace(/\s*›\s*/g, ' ')).toMatch(/"admin server quiesce" command has been deprecated\. Use\s+"fleet quiesce" instead/);
+    const json = await cli('admin', 'server', 'resume');
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({ changed: true, posture: { fleetQuiesced: false, quiesced: false } });
   });
 
   it('halt and resume the platform', async () => {

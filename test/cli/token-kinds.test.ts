@@ -29,7 +29,19 @@ describe('API tokens: a prefix per scope, and refusals with their own exit code'
     expect(secrets.levers).toMatch(/^oclevers_/);
     expect(secrets.admin).toMatch(/^ocadm_/);
     for (const s of Object.values(secrets)) expect((await remote(s, 'runs', 'list')).code).toBe(0);
-    expect((await remote(secrets.levers, 'admin', 'server', 'quiesce')).code).toBe(0);
+    expect((await remote(secrets.levers, 'fleet', 'quiesce')).code).toBe(0);
+  });
+
+  it("the fleet quiesce's former path and field are still served (deprecated)", async () => {
+    const secret = await create('levers');
+    const post = (path: string) => fetch(`${server.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }, body: '{}' });
+    expect((await post('/api/admin/fleet/resume')).status).toBe(200); // the first test left the fleet quiesced
+    const old = await post('/api/admin/server/quiesce');
+    expect(old.status).toBe(200);
+    expect(await old.json()).toMatchObject({ changed: true, applied: ['quiesced'], posture: { fleetQuiesced: true, quiesced: true } });
+    const lifted = await post('/api/admin/fleet/resume');
+    expect(lifted.status).toBe(200);
+    expect(await lifted.json()).toMatchObject({ changed: true, posture: { fleetQuiesced: false, quiesced: false } });
   });
 
   it('a token made before scoped prefixes (ocadm_ with scope read) is still accepted, for what its scope allows', async () => {

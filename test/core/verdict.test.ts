@@ -5,7 +5,7 @@ import { planDelivery } from '../../src/core/plan.js';
 import { verdict, type Postures, type VerdictRunner } from '../../src/core/verdict.js';
 import { entry, fleetArb, requirementArb, waiter } from './arbitraries.js';
 
-const open: Postures = { halted: false, quiesced: false, acceptExceeding: true };
+const open: Postures = { halted: false, fleetQuiesced: false, acceptExceeding: true };
 const runner = (p: Partial<VerdictRunner> & { runnerId: string }): VerdictRunner => ({ runnerName: p.runnerId, group: null, labels: [], executors: ['shell'], groupAttributes: {}, exclusive: false, maxLoad: 4, runningLoad: 0, ...p });
 
 describe('verdict', () => {
@@ -72,8 +72,8 @@ describe('verdict', () => {
     const e = entry({ pools: ['db'], requirement: { labels: ['gpu'] } });
     const pools = new Map([['db', { limit: 3, held: 3 }]]);
     const runners = [runner({ runnerId: 'a' })];
-    expect(verdict(e, { runners }, { ...open, halted: true, quiesced: true, reason: 'incident 42' }, pools, new Map()).reason).toBe('platform halted: incident 42');
-    expect(verdict(e, { runners }, { ...open, quiesced: true }, pools, new Map()).reason).toBe('fleet quiesced');
+    expect(verdict(e, { runners }, { ...open, halted: true, fleetQuiesced: true, reason: 'incident 42' }, pools, new Map()).reason).toBe('platform halted: incident 42');
+    expect(verdict(e, { runners }, { ...open, fleetQuiesced: true }, pools, new Map()).reason).toBe('fleet quiesced');
     expect(verdict(e, { runners }, open, pools, new Map())).toMatchObject({ code: 'pool_full', reason: 'pool full: db (3/3)', satisfiable: true });
     expect(verdict(e, { runners }, open, new Map(), new Map())).toMatchObject({ code: 'no_runner_matches', reason: 'no runner matches: closest a (no label gpu)', satisfiable: false });
     expect(verdict(e, { runners: [] }, open, new Map(), new Map()).reason).toBe('no runner matches: no runners registered');

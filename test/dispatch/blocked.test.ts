@@ -8,7 +8,7 @@ import type { Offer } from '../../src/dispatch/offers.js';
 import { postureLever } from '../../src/ops/domain/postures.js';
 import { fleetDrainSet, verdictInputsRead } from '../../src/store/fleet.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
-import { poolHoldRelease, poolLimitSet } from '../../src/store/pools.js';
+import { poolSlotsFree, poolLimitSet } from '../../src/store/pools.js';
 import { mapEntry } from '../../src/store/queue.js';
 import { mapRunner, type RunnerRow } from '../../src/store/runners.js';
 import { useTestDatabase } from '../support/db.js';
@@ -113,7 +113,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
 
     // Another replica releases the pool (its holder finished there): the pool's entries come
     // back, one takes the hold, the rest are set aside again.
-    expect(await poolHoldRelease(other, holder.stepIds)).toBe(1);
+    expect(await poolSlotsFree(other, holder.stepIds)).toBe(1);
     await other.query(`DELETE FROM step_leases WHERE step_id = ANY($1::bigint[])`, [holder.stepIds]);
     expect((await unblockOnce(pool, { shards: ALL_SHARDS, acceptExceeding: true })).returned).toBe(60);
     const b = park(busy, 8);
@@ -127,7 +127,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
     const plain = await seedRun(other, { steps: [{ name: 'hello' }] });
     await postureLever(other, { fields: ['halted'], value: true, actor: 'test', reason: 'incident' });
     const held = park(vm, 1);
-    expect(await deps.tick()).toMatchObject({ held: 'halted', delivered: 0, blocked: 0 });
+    expect(await deps.tick()).toMatchObject({ stoppedBy: 'halted', delivered: 0, blocked: 0 });
     expect(await blockedOn()).toEqual({ claimable: 1 });
     deps.registry.drainAll();
     expect(await held.offers).toEqual([]);

@@ -223,7 +223,7 @@ describe('the lease lifecycle over the runner protocol', () => {
     const past = await justPast(db.current.pool, 'expires_at');
     await db.current.pool.query(`UPDATE fleet_posture SET halted = true`);
     try {
-      expect((await expireOnce(server.replica.dispatcher!, { now: past })).held).toBe(true);
+      expect((await expireOnce(server.replica.dispatcher!, { now: past })).halted).toBe(true);
       expect((await db.current.pool.query('SELECT count(*)::int AS n FROM step_leases')).rows[0].n).toBe(1);
     } finally {
       await db.current.pool.query(`UPDATE fleet_posture SET halted = false`);

@@ -105,7 +105,7 @@ async function runOp(real: Real, op: Op): Promise<Result> {
       return verdict(await releaseLeases(deps(op.replica), op.runnerId, [{ stepId: op.stepId, token: op.token }]));
     case 'sweep': {
       const r = await expireOnce(deps(op.replica));
-      return { kind: 'sweep', requeued: r.requeued, lost: r.lost, held: r.held };
+      return { kind: 'sweep', requeued: r.requeued, lost: r.lost, halted: r.halted };
     }
     case 'reclaim': {
       // The dead replica's heartbeat is moved past the staleness window, then back.

@@ -55,7 +55,7 @@ export type Op =
 /** What an operation answered, normalised so the store's answer and the model's compare. */
 export type Result =
   | { kind: 'item'; verdict: 'ok' | 'fenced' }
-  | { kind: 'sweep'; requeued: number; lost: number; held: boolean }
+  | { kind: 'sweep'; requeued: number; lost: number; halted: boolean }
   | { kind: 'reclaim'; stepIds: number[] }
   | { kind: 'cancel'; cancelled: boolean; revoked: number }
   | { kind: 'retry'; entered: number }
@@ -136,7 +136,7 @@ export function apply(m: Model, op: Op, observed?: Result): Expected | { problem
       return { kind: 'item', verdict: 'ok' };
     }
     case 'sweep': {
-      if (m.halted) return { kind: 'sweep', requeued: 0, lost: 0, held: true };
+      if (m.halted) return { kind: 'sweep', requeued: 0, lost: 0, halted: true };
       const unacked = Object.values(m.leases).filter((l) => !l.acked && l.ackOverdue);
       for (const l of unacked) requeueNext(m, l);
       const lost = Object.values(m.leases).filter((l) => l.expired);
@@ -145,7 +145,7 @@ export function apply(m: Model, op: Op, observed?: Result): Expected | { problem
         m.done[`${l.stepId}/${l.attempt}`] = null;
         finishStep(m, l.stepId, l.attempt, 'system_error');
       }
-      return { kind: 'sweep', requeued: unacked.length, lost: lost.length, held: false };
+      return { kind: 'sweep', requeued: unacked.length, lost: lost.length, halted: false };
     }
     case 'reclaim': {
       const taken = Object.values(m.leases).filter((l) => l.holder === op.dead && !l.acked && !l.executing);

@@ -63,9 +63,9 @@ describe('a lost answer to an acquire', () => {
     expect(row.acked_at).toBeNull();
     expect(Number(row.ack_ms)).toBe(first.body.offers[0].ack_deadline_ms);
     expect(Number(row.ack_ms)).toBeLessThan(Number(row.ttl_ms));
-    // The ack deadline passes (the store's clock, moved by moving the deadline) with no ack.
-    await db.current.pool.query(`UPDATE step_leases SET ack_deadline = now() - interval '1 millisecond' WHERE step_id = $1`, [stepIds[0]]);
-    const sweep = await expireOnce(server.replica.dispatcher!);
+    // The sweep judges a moment past the ack deadline (and short of the TTL), with no ack.
+    const { rows: due } = await db.current.pool.query(`SELECT ack_deadline + interval '1 millisecond' AS at FROM step_leases WHERE step_id = $1`, [stepIds[0]]);
+    const sweep = await expireOnce(server.replica.dispatcher!, { now: due[0].at });
     expect(sweep).toMatchObject({ requeued: 1, lost: 0 });
     const other = await runner();
     const again = await other.acquire({ wait_ms: 5_000 });

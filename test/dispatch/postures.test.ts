@@ -62,10 +62,10 @@ describe('postures: reason, actor, until, and what each one holds', () => {
 
     const past = await justPast(pool(), 'expires_at');
     await postureLever(pool(), { fields: ['halted'], value: true, reason: 'incident', actor: 'bob' });
-    expect(await expireOnce(server.replica.dispatcher!, { now: past })).toMatchObject({ held: true, lost: 0 });
+    expect(await expireOnce(server.replica.dispatcher!, { now: past })).toMatchObject({ halted: true, lost: 0 });
     // Lifting the halt leaves the system quiesce: the sweep runs, offers stay held.
     await postureLever(pool(), { fields: ['halted'], value: false, actor: 'bob' });
-    expect(await expireOnce(server.replica.dispatcher!, { now: past })).toMatchObject({ held: false, lost: 1 });
+    expect(await expireOnce(server.replica.dispatcher!, { now: past })).toMatchObject({ halted: false, lost: 1 });
     expect((await r.acquire({ wait_ms: 600 })).status).toBe(204);
 
     const resumed = await postureLever(pool(), { fields: ['halted', 'system_quiesced'], value: false, reason: 'done', actor: 'alice' });

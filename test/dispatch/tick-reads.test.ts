@@ -74,7 +74,7 @@ describe('what a dispatch tick reads', () => {
     const a2 = park(runners[0], 1);
     const b = park(runners[1], 2);
     const { value: tick, kinds } = await recorded(() => deps.tick());
-    expect(tick).toMatchObject({ waiters: 3, claimed: 5, delivered: 5, returned: 0, held: null });
+    expect(tick).toMatchObject({ waiters: 3, claimed: 5, delivered: 5, returned: 0, stoppedBy: null });
     expect(overlapped(kinds)).toEqual([START, 'deliver']);
     const offers = await Promise.all([a1.offers, a2.offers, b.offers]);
     expect(offers.map((o) => o.length)).toEqual([2, 1, 2]);
@@ -251,12 +251,12 @@ describe('what a dispatch tick reads', () => {
     const early = park(runners[0], 1);
     // The first tick's claim went out beside the posture read: it read, and left, what it found.
     const { value: tick, kinds } = await recorded(() => deps.tick());
-    expect(tick).toMatchObject({ held: 'quiesced', claimed: 0, delivered: 0 });
+    expect(tick).toMatchObject({ stoppedBy: 'quiesced', claimed: 0, delivered: 0 });
     expect(overlapped(kinds)).toEqual([START]);
     expect((await other.query(`SELECT count(*)::int AS n FROM queue_ready`)).rows[0].n).toBe(2);
-    // Having seen the fleet held, the next tick reads the posture alone: a held fleet costs that.
+    // Having seen offers stopped, the next tick reads the posture alone: a stopped fleet costs that.
     const { value: again, kinds: againKinds } = await recorded(() => deps.tick());
-    expect(again).toMatchObject({ held: 'quiesced', claimed: 0, delivered: 0 });
+    expect(again).toMatchObject({ stoppedBy: 'quiesced', claimed: 0, delivered: 0 });
     expect(againKinds).toEqual(['posture+parked runners']);
     await postureLever(other, { fields: ['quiesced'], value: false, actor: 'test' });
 

@@ -21,7 +21,7 @@ const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]
 
 function hostileView(): AdminQueueView {
   const v = busyView();
-  v.postures = { ...v.postures, halted: true, quiesced: true, reason: evil('halt'), actor: evil('actor'), drains: [{ kind: 'group', target: evil('grp'), name: evil('grp'), reason: evil('drain'), actor: evil('bob'), since: null, ageMs: null }] };
+  v.postures = { ...v.postures, halted: true, fleetQuiesced: true, quiesced: true, reason: evil('halt'), actor: evil('actor'), drains: [{ kind: 'group', target: evil('grp'), name: evil('grp'), reason: evil('drain'), actor: evil('bob'), since: null, ageMs: null }] };
   v.lanes = v.lanes.map((l) => ({ ...l, projects: l.projects.map((p) => ({ ...p, fairKey: evil('proj') })) }));
   v.pools = [{ name: evil('pool'), held: 1, limit: 2 }];
   v.leases = { ...v.leases, items: v.leases.items.map((l) => ({ ...l, step: evil('step'), run: evil('run'), target: evil('target'), project: evil('proj'), runner: evil('runner') })) };

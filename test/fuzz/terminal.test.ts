@@ -87,7 +87,7 @@ describe('fuzz: stored text reaches the terminal shown, never obeyed', { timeout
     ok(await viaStore('groups', 'set', 'plain-group', '--attr', `zone=${evil('attribute')}`), 'groups set');
     ok(await viaStore('fleet', 'drain', '--group', 'plain-group', '--reason', evil('group-drain')), 'fleet drain --group');
     ok(await viaHttp('fleet', 'drain', 'term-runner', '--reason', evil('runner-drain')), 'fleet drain runner');
-    ok(await viaHttp('admin', 'server', 'quiesce', '--reason', evil('quiesce')), 'admin server quiesce');
+    ok(await viaHttp('fleet', 'quiesce', '--reason', evil('quiesce')), 'fleet quiesce');
     ok(await viaStore('admin', 'platform', 'halt', '--reason', evil('halt')), 'admin platform halt');
   });
   afterAll(async () => {

@@ -76,7 +76,7 @@ describe('the admin queue read model', () => {
     expect(s.shardOwners.filter((o) => o === 'rep-a')).toHaveLength(3);
     expect(s.leader?.replicaId).toBe('rep-a');
     expect(s.drains).toEqual([expect.objectContaining({ kind: 'runner', key: 'r-2', name: 'build-2', reason: 'kernel', actor: 'alice' })]);
-    expect(s.posture).toMatchObject({ quiesced: true, reason: 'deploy', actor: 'bob' });
+    expect(s.posture).toMatchObject({ fleetQuiesced: true, reason: 'deploy', actor: 'bob' });
 
     const v = buildAdminQueue(s, { acceptExceeding: true, stalenessMs: 15_000 });
     // Quiesced: every ready entry is held by the posture, whatever its placement.

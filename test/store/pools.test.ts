@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { poolHoldAcquire, poolHoldAcquireMany, poolHoldRelease, poolLimitList, poolLimitSet, poolLimitUnset, poolStateRead } from '../../src/store/pools.js';
+import { poolSlotTake, poolSlotsTake, poolSlotsFree, poolLimitList, poolLimitSet, poolLimitUnset, poolStateRead } from '../../src/store/pools.js';
 import { withTransaction } from '../../src/store/pool.js';
 import { useTestDatabase } from '../support/db.js';
 
@@ -10,7 +10,7 @@ describe('pool store', () => {
     const pool = db.current.pool;
     await poolLimitSet(pool, { name: 'db', limit: 2 });
     await poolLimitSet(pool, { name: 'db', limit: 3 });
-    expect(await withTransaction(pool, (c) => poolHoldAcquire(c, { stepId: 1, attempt: 1, pools: ['db', 'free'] }))).toBe(true);
+    expect(await withTransaction(pool, (c) => poolSlotTake(c, { stepId: 1, attempt: 1, pools: ['db', 'free'] }))).toBe(true);
     const list = await poolLimitList(pool);
     expect(list.map((p) => [p.name, p.limit, p.holders.map((h) => h.stepId)])).toEqual([
       ['db', 3, [1]],
@@ -19,7 +19,7 @@ describe('pool store', () => {
     expect(await poolStateRead(pool, ['db', 'free', 'none'])).toEqual(new Map([['db', { limit: 3, held: 1 }]]));
     expect(await poolLimitUnset(pool, { name: 'db' })).toBe(true);
     expect(await poolLimitUnset(pool, { name: 'db' })).toBe(false);
-    expect(await poolHoldRelease(pool, [1])).toBe(2);
+    expect(await poolSlotsFree(pool, [1])).toBe(2);
     expect(await poolLimitList(pool)).toEqual([]);
   });
 
@@ -27,15 +27,15 @@ describe('pool store', () => {
     const pool = db.current.pool;
     await poolLimitSet(pool, { name: 'x', limit: 1 });
     await poolLimitSet(pool, { name: 'y', limit: 1 });
-    const take = (stepId: number, pools: string[]) => withTransaction(pool, (c) => poolHoldAcquire(c, { stepId, attempt: 1, pools }));
+    const take = (stepId: number, pools: string[]) => withTransaction(pool, (c) => poolSlotTake(c, { stepId, attempt: 1, pools }));
     expect(await take(10, ['y'])).toBe(true);
     expect(await take(11, ['x', 'y'])).toBe(false);
     const { rows } = await pool.query(`SELECT pool FROM pool_holds WHERE step_id = 11`);
     expect(rows).toEqual([]);
     expect(await take(10, ['y'])).toBe(true);
-    expect(await poolHoldRelease(pool, [10])).toBe(1);
+    expect(await poolSlotsFree(pool, [10])).toBe(1);
     expect(await take(11, ['x', 'y'])).toBe(true);
-    await poolHoldRelease(pool, [11]);
+    await poolSlotsFree(pool, [11]);
   });
 
   it('admits a batch in order, each step all or none, counting the batch\'s own holds', async () => {
@@ -43,7 +43,7 @@ describe('pool store', () => {
     await poolLimitSet(pool, { name: 'm', limit: 2 });
     await poolLimitSet(pool, { name: 'n', limit: 1 });
     const granted = await withTransaction(pool, (c) =>
-      poolHoldAcquireMany(c, [
+      poolSlotsTake(c, [
         { stepId: 20, attempt: 1, pools: ['m'] },
         { stepId: 21, attempt: 1, pools: ['n', 'm'] },
         { stepId: 22, attempt: 1, pools: ['m'] },
@@ -53,7 +53,7 @@ describe('pool store', () => {
     );
     expect([...granted].sort()).toEqual([20, 21, 24]);
     expect(await poolStateRead(pool, ['m', 'n'])).toEqual(new Map([['m', { limit: 2, held: 2 }], ['n', { limit: 1, held: 1 }]]));
-    await poolHoldRelease(pool, [20, 21, 24]);
+    await poolSlotsFree(pool, [20, 21, 24]);
   });
 
   it('never exceeds a limit under concurrent acquisition from several connections, and never deadlocks', async () => {
@@ -76,7 +76,7 @@ describe('pool store', () => {
         for (let i = 0; i < 25; i++) {
           const stepId = 1000 + w * 100 + i;
           await client.query('BEGIN');
-          const ok = await poolHoldAcquire(client, { stepId, attempt: 1, pools: demand(w, i) });
+          const ok = await poolSlotTake(client, { stepId, attempt: 1, pools: demand(w, i) });
           // Hold the transaction open across another round trip so acquisitions overlap.
           await client.query('SELECT pg_sleep(0.002)');
           await client.query('COMMIT');
@@ -86,7 +86,7 @@ describe('pool store', () => {
           } else refused++;
           const { rows } = await client.query(`SELECT h.pool, count(*)::int AS n, l.max_holders FROM pool_holds h JOIN pool_limits l ON l.name = h.pool GROUP BY h.pool, l.max_holders`);
           for (const r of rows) if (r.n > r.max_holders) violations.push(`${r.pool} ${r.n}/${r.max_holders}`);
-          if (mine.length && i % 3 === w % 3) await poolHoldRelease(client, [mine.shift()!]);
+          if (mine.length && i % 3 === w % 3) await poolSlotsFree(client, [mine.shift()!]);
         }
       } finally {
         await client.query('ROLLBACK').catch(() => {});

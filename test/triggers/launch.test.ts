@@ -15,7 +15,7 @@ const log = createLogger('silent', { pretty: false });
 const TEMPLATE = (name: string) => `name: ${name}\nsteps:\n  hello:\n    run: echo hello\n`;
 
 function deps(pool: Pool, over: Partial<LaunchDeps> = {}): LaunchDeps {
-  return { pool, log, holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true, ...over };
+  return { pool, log, deferred: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true, ...over };
 }
 
 /** Passes at one fixed time until the loop would sleep: what a woken loop does before it idles. */
@@ -123,12 +123,12 @@ describe('the launch loop, pass by pass', () => {
     const idle = passes.at(-1)!;
     expect(idle.nextDueAt).toBeNull();
     expect(idle.sleepMs).toBe(2_000);
-    expect(d.holds.earliestRetry()).toBe(base.getTime() + DEFAULT_LAUNCH_TIMING.discoveryIntervalMs);
+    expect(d.deferred.earliestRetry()).toBe(base.getTime() + DEFAULT_LAUNCH_TIMING.discoveryIntervalMs);
     expect((await triggerShow(pool, { id: second.id })).ticks[0]).toMatchObject({ outcome: 'pending', deferredReason: 'max_concurrent_runs 1 reached (1 running)', deferredAt: base.toISOString() });
 
     // The run finishes: its template's held launches go at once (the feature calls releaseTemplate on the NOTIFY).
     await runCancel(pool, fired[0].runId, { actor: 'test' });
-    expect(d.holds.releaseTemplate('capped')).toBe(2);
+    expect(d.deferred.releaseTemplate('capped')).toBe(2);
     const later = at(base, 1_000);
     const after = (await drain(d, later)).flatMap((p) => p.fired);
     expect(after.map((f) => f.triggerId)).toEqual([second.id]);
@@ -137,7 +137,7 @@ describe('the launch loop, pass by pass', () => {
     expect((await triggerShow(pool, { id: third.id })).ticks[0].outcome).toBe('pending');
 
     // Without a finish, the held launch is retried one discovery interval later (and still waits).
-    expect(d.holds.earliestRetry()).toBe(later.getTime() + DEFAULT_LAUNCH_TIMING.discoveryIntervalMs);
+    expect(d.deferred.earliestRetry()).toBe(later.getTime() + DEFAULT_LAUNCH_TIMING.discoveryIntervalMs);
     expect((await launchOnce(d, at(later, 60_000))).claimed.launches).toBe(0);
     const retry = at(later, DEFAULT_LAUNCH_TIMING.discoveryIntervalMs);
     const retried = await drain(d, retry);
@@ -261,7 +261,7 @@ describe('the launch loop, pass by pass', () => {
     expect((await triggerShow(pool, { id: skip.id })).ticks[0]).toMatchObject({ outcome: 'skipped_overlap' });
 
     await runCancel(pool, one.find((f) => f.triggerId === queue.id)!.runId, { actor: 'test' });
-    d.holds.releaseTemplate('t');
+    d.deferred.releaseTemplate('t');
     const third = await drain(d, at(first, 61_000));
     expect(third.flatMap((p) => p.fired).map((f) => f.triggerId)).toEqual([queue.id]);
   });
@@ -289,17 +289,17 @@ describe('the launch loop, pass by pass', () => {
     await templatePut(pool, { text: TEMPLATE('t'), actor: 'test' });
     const hook = await webhookAdd(pool, { template: 't', actor: 'test' });
     await pool.query(`INSERT INTO webhook_deliveries (webhook_id, delivery_key, signature, payload) VALUES ($1, 'a', 's1', '{}'), ($1, 'b', 's2', '{}')`, [hook.id]);
-    // Disabled behind the verb's back (the verb settles at once): the loop holds them, housekeeping settles them.
+    // Disabled behind the verb's back (the verb settles at once): the loop deferred them, housekeeping settles them.
     await pool.query(`UPDATE webhooks SET enabled = false WHERE id = $1`, [hook.id]);
     const d = deps(pool);
     const pass = await drain(d, at(base, 60_000));
     expect(pass.flatMap((p) => p.fired)).toEqual([]);
-    expect(d.holds.deliveries.size).toBe(2);
+    expect(d.deferred.deliveries.size).toBe(2);
     expect(pass.at(-1)!.sleepMs).toBe(2_000);
-    const old = await oneShotAdd(pool, { template: 't', at: base.toISOString(), actor: 'test' });
+    await oneShotAdd(pool, { template: 't', at: base.toISOString(), actor: 'test' });
     await drain(d, base);
-    await pool.query(`UPDATE trigger_ticks SET recorded_at = now() - interval '40 days' WHERE trigger_id = $1`, [old.id]);
-    expect(await housekeepingOnce({ pool, log, retentionMs: 30 * 86_400_000 })).toEqual({ settled: 2, deliveriesPruned: 0, ticksPruned: 1 });
+    const housekeeping = { pool, log, retentionMs: 30 * 86_400_000 };
+    expect(await housekeepingOnce(housekeeping)).toEqual({ settled: 2, deliveriesPruned: 0, ticksPruned: 0 });
     const { rows } = await pool.query(`SELECT status, detail FROM webhook_deliveries WHERE webhook_id = $1`, [hook.id]);
     expect(rows).toEqual([
       { status: 'settled', detail: 'webhook disabled before the delivery fired' },
@@ -308,6 +308,9 @@ describe('the launch loop, pass by pass', () => {
     // Enabling it again does not revive settled deliveries.
     await triggerEnable(pool, { id: hook.id, enabled: true, actor: 'test' });
     expect((await drain(deps(pool), at(base, 120_000))).flatMap((p) => p.fired)).toEqual([]);
+    // Forty days on, past the retention, the decided history goes: the tick and the settled deliveries.
+    const { rows: clock } = await pool.query(`SELECT now() + interval '40 days' AS later`);
+    expect(await housekeepingOnce(housekeeping, { now: clock[0].later })).toEqual({ settled: 0, deliveriesPruned: 2, ticksPruned: 1 });
   });
 
   it('a schedule behind by several ticks fires the latest and records the rest by its catch-up policy', async () => {

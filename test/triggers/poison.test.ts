@@ -24,7 +24,7 @@ steps:
 `;
 
 function deps(pool: Pool): LaunchDeps {
-  return { pool, log, holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true };
+  return { pool, log, deferred: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true };
 }
 
 /** Passes at one time until the loop would sleep; throws if it never does (a row retried forever). */

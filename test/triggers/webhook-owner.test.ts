@@ -54,7 +54,7 @@ describe('a webhook answers only while the token that created it is live', () =>
   };
   const cli = (args: string[]) => runInProcess([...args, '--server', server.url, '--token', admin.secret, '--home', home]);
   const launch = () =>
-    launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
+    launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), deferred: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
 
   it('revoked: the webhook answers 401 and records nothing; its one-shot still fires; an admin rotate re-owns it', async () => {
     const ci = await tokenCreate(db.current.pool, { kind: 'admin', name: 'ci-deploy', scope: 'runs' });

@@ -40,7 +40,7 @@ describe('signed webhooks', () => {
     expect(await res.json()).toEqual({ delivery_id: 'abc-1', webhook: hook.id });
     expect(await deliveryCount(db.current.pool, hook.id)).toBe(1);
 
-    const report = await launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
+    const report = await launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), deferred: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
     expect(report.claimed.deliveries).toBe(1);
     expect(report.fired).toHaveLength(1);
     const runId = report.fired[0].runId;

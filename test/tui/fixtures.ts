@@ -32,7 +32,7 @@ export function busyView(over: Partial<AdminQueueView> = {}): AdminQueueView {
   const shards = Array.from({ length: 64 }, (_, i) => (i % 2 ? 'rep-b' : 'rep-a'));
   return {
     at: new Date(AT).toISOString(),
-    postures: { halted: false, quiesced: false, systemQuiesced: false, reason: null, actor: null, since: iso(86_400_000), drains: [] },
+    postures: { halted: false, fleetQuiesced: false, quiesced: false, systemQuiesced: false, reason: null, actor: null, since: iso(86_400_000), drains: [] },
     lanes: [
       { lane: 'system', ready: 0, readyEstimated: false, leased: 0, oldestReadyAt: null, oldestAgeMs: null, projects: [] },
       { lane: 'interactive', ready: 3, readyEstimated: false, leased: 1, oldestReadyAt: iso(5_000), oldestAgeMs: 5_000, projects: [] },

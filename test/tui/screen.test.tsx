@@ -137,7 +137,7 @@ describe('the dashboard screen', () => {
 
   it('shows the postures as banners: platform halted, fleet quiesced, drained runners', () => {
     const v = busyView();
-    v.postures = { ...v.postures, halted: true, quiesced: true, reason: 'incident 42', actor: 'alice', drains: [{ kind: 'runner', target: 'r-2', name: 'build-2', reason: 'kernel', actor: 'bob', since: null, ageMs: null }] };
+    v.postures = { ...v.postures, halted: true, fleetQuiesced: true, quiesced: true, reason: 'incident 42', actor: 'alice', drains: [{ kind: 'runner', target: 'r-2', name: 'build-2', reason: 'kernel', actor: 'bob', since: null, ageMs: null }] };
     const { lines, raw } = frame(feedOf(v));
     fits(lines, 24, 80);
     expect(lines[1]).toMatch(/PLATFORM HALTED: incident 42 \(alice\)/);

@@ -28,6 +28,7 @@ describe('admin status view', () => {
       leader: { replicaId: 'a-live', token: 7, since: '', expiresAt: '' },
       shards: { total: 64, owned: 3, unowned: Array.from({ length: 61 }, (_, i) => i + 3) },
       postures: {
+        fleetQuiesced: false,
         quiesced: false,
         halted: true,
         systemQuiesced: false,
@@ -49,7 +50,7 @@ describe('admin status view', () => {
 describe('the admin queue banners', () => {
   it('name a system quiesce between a halt and a fleet quiesce', () => {
     const v = busyView();
-    v.postures = { ...v.postures, systemQuiesced: true, quiesced: true, reason: 'store upgrade', actor: 'cli:alice' };
+    v.postures = { ...v.postures, systemQuiesced: true, fleetQuiesced: true, quiesced: true, reason: 'store upgrade', actor: 'cli:alice' };
     expect(postureBanners(v).map((b) => b.text)).toEqual(['SYSTEM QUIESCED: store upgrade (cli:alice)', 'FLEET QUIESCED: store upgrade (cli:alice)']);
   });
 });

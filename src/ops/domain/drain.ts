@@ -62,7 +62,7 @@ export async function drainPreview(pool: Pool, target: DrainTarget): Promise<Dra
   const fleetNow = { runners: snap.runners, outstandingByRun: snap.outstandingByRun, runnerRuns: snap.runnerRuns };
   const fleetDrained = { ...fleetNow, runners: snap.runners.map((r) => (targets.has(r.runnerId) ? { ...r, drained: true } : r)) };
   // Postures aside: the question is what the drain itself strands.
-  const open = { halted: false, quiesced: false, acceptExceeding: true };
+  const open = { halted: false, fleetQuiesced: false, acceptExceeding: true };
   const stranded: DrainPreview['stranded'] = [];
   for (const e of snap.ready) {
     const after = verdict(e, fleetDrained, open, snap.pools, snap.pins);

@@ -16,9 +16,9 @@ const posture = (verb: PostureVerb) => (ctx: OpsContext, p: PostureInput): Promi
   return postureLever(ctx.pool, { fields: [...fields], value, reason: p.reason, until: p.until === undefined ? undefined : parseUntil(p.until), actor: ctx.actor, source: ctx.source });
 };
 
-/** `admin server quiesce|resume`: no new offers fleet-wide. */
-export const serverQuiesce = posture('serverQuiesce');
-export const serverResume = posture('serverResume');
+/** `fleet quiesce|resume`: no new offers fleet-wide. */
+export const fleetQuiesce = posture('fleetQuiesce');
+export const fleetResume = posture('fleetResume');
 /** `admin platform halt`: no dispatch and the expiry sweep held. */
 export const platformHalt = posture('platformHalt');
 /** `admin platform quiesce`: no new offers, the expiry sweep keeps running. */

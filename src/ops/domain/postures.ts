@@ -18,6 +18,8 @@ export class LeverInputError extends Invalid {
 export type PostureInForceJson = Wire<Omit<PostureInForce, 'source'>>;
 
 export type PostureJson = Wire<Omit<FleetPosture, 'holds'>> & {
+  /** @deprecated The fleet quiesce's first field name, still sent beside `fleetQuiesced` (docs/levers.md). */
+  quiesced: boolean;
   /** Each posture in force with who pulled it, why and until when. */
   holds: PostureInForceJson[];
 };
@@ -117,7 +119,8 @@ export async function postureStatus(db: Pool | PoolClient): Promise<PostureJson>
 async function postureJson(db: Pool | PoolClient, p: FleetPosture): Promise<PostureJson> {
   const holds = await posturesInForceRead(db);
   return {
-    quiesced: p.quiesced,
+    fleetQuiesced: p.fleetQuiesced,
+    quiesced: p.fleetQuiesced,
     halted: p.halted,
     systemQuiesced: p.systemQuiesced,
     reason: p.reason,
