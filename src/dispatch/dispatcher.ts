@@ -438,9 +438,9 @@ export class Dispatcher implements DispatchDeps {
   /** A hand-off of the steps the next group of completions frees, to this replica's parked calls. */
   handOff = (): FreedHandOff => new FreedHandOff(this);
 
-  /** Whether the queue this replica claims from is known to hold nothing due (QueueSeen), and no posture held the last tick. */
+  /** Whether the queue this replica claims from is known to hold nothing due (QueueSeen), and no posture stopped offers in the last tick. */
   queueKnownEmpty(): boolean {
-    return !this.heldLastTick && this.seen.knownEmpty(this.queueKey());
+    return !this.stoppedLastTick && this.seen.knownEmpty(this.queueKey());
   }
 
   private queueKey(): string {

@@ -5,7 +5,7 @@ import { fleetParkedRead } from '../store/fleet.js';
 import type { ClaimParams } from '../store/queue.js';
 import { commitDeliveries, type CommittedDeliveries } from './commit-deliveries.js';
 import type { DispatchDeps } from './deps.js';
-import { offersHeldBy } from './postures.js';
+import { offersStoppedBy } from './postures.js';
 import { TickLedger } from './tick-ledger.js';
 import { runnerIdsOf, TickWaiters } from './tick-waiters.js';
 import type { ParkedAcquire } from './waiters.js';
@@ -92,7 +92,7 @@ export class FreedHandOff {
   /** The tick's planner over these calls and entries, with the posture and runners read in the transaction; null: nothing to plan. */
   private async plan(client: Parameters<FreedOffer>[0], calls: ParkedAcquire[], takeable: QueueEntry[]): Promise<{ ledger: TickLedger; waiters: TickWaiters } | null> {
     const parked = await fleetParkedRead(client, runnerIdsOf(calls));
-    if (offersHeldBy(parked.posture)) return null;
+    if (offersStoppedBy(parked.posture)) return null;
     const waiters = new TickWaiters();
     waiters.add(calls, parked.runners);
     const open = waiters.open();

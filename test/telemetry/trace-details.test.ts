@@ -69,7 +69,7 @@ describe('trace details', { timeout: 120_000 }, () => {
     return (await res.json()) as { id: number; traceId: string };
   }
 
-  const launch = () => launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), holds: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
+  const launch = () => launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), deferred: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
   const runTraceOf = async (runId: number): Promise<string> => (await db.current.pool.query(`SELECT trace_id FROM runs WHERE id = $1`, [runId])).rows[0].trace_id;
 
   it('a run a trigger launched links to the launch, a trace of its own; a webhook delivery likewise', async () => {
