@@ -10,7 +10,7 @@ import type { ServerHandle } from '../../src/server.js';
 import { fleetDrainSet } from '../../src/store/fleet.js';
 import { queueEnqueue } from '../../src/store/queue.js';
 import { tokenCreate } from '../../src/store/tokens.js';
-import { useTestDatabase } from '../support/db.js';
+import { useTestDatabase, waitFor } from '../support/db.js';
 import { parsePrometheus, sampleValue, type Family } from '../support/prom.js';
 import { TestRunner } from '../support/runner-client.js';
 import { seedRun } from '../support/seed.js';
@@ -179,15 +179,24 @@ describe('GET /metrics', () => {
 
   it('counts held, empty and fenced answers, expiries, postures and store errors', async () => {
     const r = await new TestRunner(server.url).register(reg, { name: 'metrics-runner' });
-    const base = await scrape();
     const count = (f: Map<string, Family>, name: string, labels: Record<string, string>) => sampleValue(f, name, labels) ?? 0;
+    // A drained runner's poll is held. The drain reaches the credential this replica cached at
+    // registration by a notice, milliseconds after the commit, not with it: wait until it has.
+    const drained = await new TestRunner(server.url).register(reg, { name: 'drained-runner' });
+    await fleetDrainSet(db.current.pool, { runner: drained.runnerId, drained: true, actor: 'test' });
+    await waitFor(
+      async () => {
+        const held = count(await scrape(), 'opschain_acquire_outcomes_total', { outcome: 'held' });
+        expect((await drained.acquire({ wait_ms: 0 })).status).toBe(204);
+        return count(await scrape(), 'opschain_acquire_outcomes_total', { outcome: 'held' }) > held;
+      },
+      { timeoutMs: 10_000, what: 'the drain to reach the cached credential' },
+    );
+    const base = await scrape();
 
     expect((await r.acquire({ wait_ms: 0 })).status).toBe(204);
     const renew = await r.call('renew', { leases: [{ step_id: 999_999, token: '1' }] });
     expect(renew.body.results[0]).toMatchObject({ ok: false, status: 409 });
-    // A drained runner's poll is held (a fresh runner: credentials are cached for a few seconds).
-    const drained = await new TestRunner(server.url).register(reg, { name: 'drained-runner' });
-    await fleetDrainSet(db.current.pool, { runner: drained.runnerId, drained: true, actor: 'test' });
     expect((await drained.acquire({ wait_ms: 0 })).status).toBe(204);
 
     // An offer never acked past its deadline comes back through the expiry sweep.
@@ -197,21 +206,25 @@ describe('GET /metrics', () => {
     expect((await expireOnce(server.replica.dispatcher!, { now: await justPast(db.current.pool, 'ack_deadline') })).requeued).toBe(1);
 
     await postureLever(db.current.pool, { fields: ['system_quiesced'], value: true, actor: 'test' });
-    await server.replica.pool.query('SELECT * FROM no_such_table').catch(() => {});
+    // Lifted whatever the outcome, so a failure here does not starve the tests after it.
+    try {
+      await server.replica.pool.query('SELECT * FROM no_such_table').catch(() => {});
 
-    const after = await scrape();
-    expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'empty' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'empty' })).toBe(1);
-    expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'held' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'held' })).toBe(1);
-    expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'fenced' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'fenced' })).toBe(1);
-    expect(count(after, 'opschain_lease_fenced_total', { call: 'renew' })).toBe(1);
-    expect(count(after, 'opschain_lease_expiries_total', { reason: 'ack_deadline' }) - count(base, 'opschain_lease_expiries_total', { reason: 'ack_deadline' })).toBe(1);
-    expect(count(after, 'opschain_posture', { posture: 'system_quiesced' })).toBe(1);
-    expect(count(after, 'opschain_posture', { posture: 'platform_halted' })).toBe(0);
-    expect(count(after, 'opschain_store_errors_total', { kind: 'query' }) - count(base, 'opschain_store_errors_total', { kind: 'query' })).toBe(1);
-    expect(count(after, 'opschain_http_requests_total', { method: 'POST', route: '/api/runner/renew', status: '200' })).toBeGreaterThanOrEqual(1);
-    const latency = after.get('opschain_store_query_duration_seconds')!.samples.find((s) => s.name.endsWith('_count'))!.value;
-    expect(latency).toBeGreaterThan(sampleValue(base, 'opschain_store_query_duration_seconds', {}, 'opschain_store_query_duration_seconds_count')!);
-    await postureLever(db.current.pool, { fields: ['system_quiesced'], value: false, actor: 'test' });
+      const after = await scrape();
+      expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'empty' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'empty' })).toBe(1);
+      expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'held' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'held' })).toBe(1);
+      expect(count(after, 'opschain_acquire_outcomes_total', { outcome: 'fenced' }) - count(base, 'opschain_acquire_outcomes_total', { outcome: 'fenced' })).toBe(1);
+      expect(count(after, 'opschain_lease_fenced_total', { call: 'renew' })).toBe(1);
+      expect(count(after, 'opschain_lease_expiries_total', { reason: 'ack_deadline' }) - count(base, 'opschain_lease_expiries_total', { reason: 'ack_deadline' })).toBe(1);
+      expect(count(after, 'opschain_posture', { posture: 'system_quiesced' })).toBe(1);
+      expect(count(after, 'opschain_posture', { posture: 'platform_halted' })).toBe(0);
+      expect(count(after, 'opschain_store_errors_total', { kind: 'query' }) - count(base, 'opschain_store_errors_total', { kind: 'query' })).toBe(1);
+      expect(count(after, 'opschain_http_requests_total', { method: 'POST', route: '/api/runner/renew', status: '200' })).toBeGreaterThanOrEqual(1);
+      const latency = after.get('opschain_store_query_duration_seconds')!.samples.find((s) => s.name.endsWith('_count'))!.value;
+      expect(latency).toBeGreaterThan(sampleValue(base, 'opschain_store_query_duration_seconds', {}, 'opschain_store_query_duration_seconds_count')!);
+    } finally {
+      await postureLever(db.current.pool, { fields: ['system_quiesced'], value: false, actor: 'test' });
+    }
   });
 
   it('labels only pools defined with pools set: a run file naming 200 other pools adds to one pool="other" series', async () => {
