@@ -296,6 +296,21 @@ export class ChaosCluster {
     return rows[0].n;
   }
 
+  /** Where the open steps are: waiting on their needs, ready in the queue, leased (offered or executing). */
+  async openBreakdown(): Promise<{ waiting: number; queued: number; queuedPooled: number; queuedRunScoped: number; offered: number; executing: number }> {
+    const { rows } = await this.pool.query(
+      `SELECT count(*) FILTER (WHERE s.status = 'pending')::int AS waiting,
+              count(*) FILTER (WHERE s.status <> 'pending' AND l.step_id IS NULL)::int AS queued,
+              count(*) FILTER (WHERE s.status <> 'pending' AND l.step_id IS NULL AND q.pools <> '{}')::int AS "queuedPooled",
+              count(*) FILTER (WHERE s.status <> 'pending' AND l.step_id IS NULL AND q.run_scope)::int AS "queuedRunScoped",
+              count(*) FILTER (WHERE l.step_id IS NOT NULL AND l.acked_at IS NULL)::int AS offered,
+              count(*) FILTER (WHERE l.acked_at IS NOT NULL)::int AS executing
+         FROM steps s JOIN runs r ON r.id = s.run_id LEFT JOIN step_leases l ON l.step_id = s.id LEFT JOIN queue_ready q ON q.step_id = s.id
+        WHERE r.status = 'running' AND s.status IN ('pending', 'ready', 'running')`,
+    );
+    return rows[0];
+  }
+
   /** Runs that ended in error (a runner lost mid-step, a pinned runner lost) run again: the operator's retry. */
   async retryErrored(): Promise<number> {
     const { rows } = await this.pool.query(`SELECT id FROM runs WHERE status = 'error' ORDER BY id`);
@@ -406,16 +421,27 @@ export class ChaosCluster {
   async pauseRunner(i: number, pauseMs: number): Promise<void> {
     this.count('runner-pause');
     const deadline = Date.now() + 60_000;
-    while (Date.now() < deadline && !this.stopped) {
-      const { rowCount } = await this.pool
-        .query(`SELECT 1 FROM step_leases l JOIN runners r ON r.id = l.runner_id WHERE r.name = $1 AND l.acked_at IS NOT NULL LIMIT 1`, [this.runners[i].name])
-        .catch(() => ({ rowCount: 0 }));
-      if (rowCount) break;
-      await sleep(50);
+    let held: { step_id: string; token: string } | undefined;
+    while (Date.now() < deadline && !this.stopped && !held) {
+      const { rows } = await this.pool
+        .query(`SELECT l.step_id, l.token FROM step_leases l JOIN runners r ON r.id = l.runner_id WHERE r.name = $1 AND l.acked_at IS NOT NULL LIMIT 1`, [this.runners[i].name])
+        .catch(() => ({ rows: [] }));
+      held = rows[0];
+      if (!held) await sleep(50);
     }
     const p = this.runners[i].proc;
     p?.signal('SIGSTOP');
     await sleep(pauseMs);
+    // A pause past the TTL meets the fence only once the lease was taken back: the sweep runs on
+    // the leader, which another fault may have frozen or moved. Wait (bounded) until it has.
+    const fenceBy = Date.now() + 60_000;
+    while (held && Date.now() < fenceBy && !this.stopped && pauseMs > this.opts.leaseTtlMs) {
+      const { rowCount } = await this.pool
+        .query(`SELECT 1 FROM step_leases WHERE step_id = $1 AND token = $2`, [held.step_id, held.token])
+        .catch(() => ({ rowCount: 1 }));
+      if (!rowCount) break;
+      await sleep(200);
+    }
     p?.signal('SIGCONT');
   }
 

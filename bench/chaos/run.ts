@@ -102,8 +102,12 @@ export function parseChaosArgs(argv: readonly string[]): ChaosArgs {
 
 const LEASE_TTL_MS = 20_000;
 const STALENESS_MS = 15_000;
-/** Steps kept open while submitting: enough to keep every runner busy, few enough to drain after the storm. */
-const BACKLOG = 600;
+/**
+ * Steps kept open while submitting: enough to keep every runner busy while a killed or frozen
+ * replica's shards wait for their new owner (their entries pile up for up to 22 s and must not use
+ * up the backlog the other shards' runners draw on), few enough to drain after the storm.
+ */
+const BACKLOG = 1_500;
 const started = Date.now();
 const log = (m: string) => process.stderr.write(`[chaos ${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${m}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -235,8 +239,9 @@ async function main(): Promise<number> {
     while (storming) {
       await sleep(15_000);
       if (!storming) break;
-      const open = await cluster.openSteps().catch(() => -1);
-      log(`${cluster.counters.submittedSteps} steps submitted, ${open} open, ${cluster.counters.retriedRuns} run retries, faults so far ${JSON.stringify(cluster.counters.faults)}`);
+      const open = await cluster.openBreakdown().catch(() => undefined);
+      const where = open ? `${open.waiting + open.queued + open.offered + open.executing} open (${open.waiting} waiting on needs, ${open.queued} queued (${open.queuedPooled} pooled, ${open.queuedRunScoped} run-scoped), ${open.offered} offered, ${open.executing} executing)` : 'open steps unknown (store unreachable)';
+      log(`${cluster.counters.submittedSteps} steps submitted, ${where}, ${cluster.counters.retriedRuns} run retries, faults so far ${JSON.stringify(cluster.counters.faults)}`);
     }
   })();
 
