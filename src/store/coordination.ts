@@ -72,36 +72,38 @@ export interface Member {
 
 /**
  * The live membership: heartbeat younger than the staleness window, not stopped, not quiesced.
- * A quiesced replica keeps heartbeating (and serving HTTP) but owns nothing.
+ * A quiesced replica keeps heartbeating (and serving HTTP) but owns nothing. Judged at `now`
+ * when given (tests set the time), else by the database clock.
  */
-export async function membershipLive(db: Db, p: { stalenessMs: number }): Promise<Member[]> {
+export async function membershipLive(db: Db, p: { stalenessMs: number; now?: Date }): Promise<Member[]> {
   const { rows } = await db.query(
     `SELECT id, site FROM replicas
-      WHERE stopped_at IS NULL AND NOT quiesced AND heartbeat_at > now() - $1 * interval '1 millisecond'
+      WHERE stopped_at IS NULL AND NOT quiesced AND heartbeat_at > coalesce($2::timestamptz, now()) - $1 * interval '1 millisecond'
       ORDER BY id`,
-    [p.stalenessMs],
+    [p.stalenessMs, p.now ?? null],
   );
   return rows.map((r) => ({ id: r.id, site: r.site }));
 }
 
 /**
  * Deletes membership rows whose heartbeat is older than the retention, except any still named
- * as holder of a valid coordination lease. Returns the ids reaped.
+ * as holder of a valid coordination lease, both judged at `now` when given, else by the database
+ * clock. Returns the ids reaped.
  */
-export async function replicaReap(db: Db, p: { retentionMs: number }): Promise<string[]> {
+export async function replicaReap(db: Db, p: { retentionMs: number; now?: Date }): Promise<string[]> {
   const { rows } = await db.query(
     `DELETE FROM replicas r
-      WHERE r.heartbeat_at < now() - $1 * interval '1 millisecond'
-        AND NOT EXISTS (SELECT 1 FROM coordination_leases c WHERE c.holder = r.id AND c.expires_at > now())
+      WHERE r.heartbeat_at < coalesce($2::timestamptz, now()) - $1 * interval '1 millisecond'
+        AND NOT EXISTS (SELECT 1 FROM coordination_leases c WHERE c.holder = r.id AND c.expires_at > coalesce($2::timestamptz, now()))
      RETURNING r.id`,
-    [p.retentionMs],
+    [p.retentionMs, p.now ?? null],
   );
   return rows.map((r) => r.id as string);
 }
 
-/** Ages out enqueue-idempotency bookkeeping; returns how many rows went. */
-export async function completedAttemptsPrune(db: Db, p: { retentionDays: number }): Promise<number> {
-  const { rowCount } = await db.query(`DELETE FROM completed_attempts WHERE done_at < now() - $1 * interval '1 day'`, [p.retentionDays]);
+/** Ages out enqueue-idempotency bookkeeping (judged at `now` when given, else by the database clock); returns how many rows went. */
+export async function completedAttemptsPrune(db: Db, p: { retentionDays: number; now?: Date }): Promise<number> {
+  const { rowCount } = await db.query(`DELETE FROM completed_attempts WHERE done_at < coalesce($2::timestamptz, now()) - $1 * interval '1 day'`, [p.retentionDays, p.now ?? null]);
   return rowCount ?? 0;
 }
 

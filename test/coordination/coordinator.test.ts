@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
-import { coordinationRelease, Coordinator, DEFAULT_TIMING, type CoordinationDeps } from '../../src/coordination/coordinator.js';
+import { coordinationRelease, Coordinator, DEFAULT_TIMING, type CoordinationDeps, type CoordinationTimes } from '../../src/coordination/coordinator.js';
 import { nextEvent } from '../../src/events.js';
 import type { LeaderDuty } from '../../src/coordination/duties.js';
 import { CoordinationState } from '../../src/coordination/state.js';
@@ -24,7 +24,7 @@ interface Replica {
   state: CoordinationState;
   events: EventEmitter;
   requeued: Array<{ stepId: number; fromAttempt: number; toAttempt: number; reason: string }>;
-  tick(): ReturnType<Coordinator['once']>;
+  tick(at?: CoordinationTimes): ReturnType<Coordinator['once']>;
 }
 
 describe('the coordination loop, tick by tick, across in-process replicas', () => {
@@ -63,7 +63,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
       leaderDuties,
     };
     const coordinator = new Coordinator(deps);
-    const r: Replica = { id, deps, state, events, requeued, tick: () => coordinator.once() };
+    const r: Replica = { id, deps, state, events, requeued, tick: (at) => coordinator.once({ at }) };
     replicas.push(r);
     return r;
   }
@@ -78,6 +78,12 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await q(`UPDATE step_leases SET claimed_at = claimed_at - ${back}, expires_at = expires_at - ${back}`);
     await q(`UPDATE runners SET last_seen_at = last_seen_at - ${back}`);
     await q(`UPDATE completed_attempts SET done_at = done_at - ${back}`);
+  }
+
+  /** The database's clock, plus `ms`: a time to hand the one duty under test. */
+  async function dbNow(ms = 0): Promise<Date> {
+    const { rows } = await db.current.pool.query(`SELECT now() + $1 * interval '1 millisecond' AS t`, [ms]);
+    return rows[0].t;
   }
 
   async function storeOwners(): Promise<Map<number, string>> {
@@ -185,9 +191,11 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const a = await replica('web-0a0a0a');
     const b = await replica('web-1b1b1b');
     await settle([a, b]);
-    // b's heartbeat looks stale, but a's view of b is wrong only about membership: b's leases are still valid.
-    await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '20 seconds' WHERE id = $1`, [b.id]);
-    const report = await a.tick();
+    // Seen 20 s on, b's heartbeat is stale (a's own is written at that time), but a's view of b is
+    // wrong only about membership: the leases are judged by the database clock, and b's are still valid.
+    const later = await dbNow(20_000);
+    const report = await a.tick({ heartbeat: later, membership: later });
+    expect(report.live.map((m) => m.id)).toEqual([a.id]);
     expect(report.desired).toHaveLength(SHARD_COUNT);
     expect(report.owned).toEqual(shardsOf(a.id, [a.id, b.id]));
     await assertNoOverlap([a, b]);
@@ -321,17 +329,19 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
   it('the leader marks silent runners watch after one poll window and offline after two', async () => {
     const a = await replica('web-0a0a0a');
     const pool = db.current.pool;
+    const t0 = await dbNow();
+    const at = (ms: number) => new Date(t0.getTime() + ms);
     for (const id of ['r-fresh', 'r-one', 'r-two']) {
-      await pool.query(`INSERT INTO runners (id, name, credential_hash) VALUES ($1, $1, $1)`, [id]);
+      await pool.query(`INSERT INTO runners (id, name, credential_hash, last_seen_at) VALUES ($1, $1, $1, $2)`, [id, t0]);
     }
-    await a.tick();
-    await age(70_000); // everyone silent for 70 s: one window (50 s + grace) missed
-    await pool.query(`UPDATE runners SET last_seen_at = now() WHERE id = 'r-fresh'`);
-    const r1 = await a.tick();
+    expect((await a.tick()).liveness).toEqual([]);
+    // 70 s on, only r-fresh has polled (at that time): the others missed one window (50 s + grace).
+    const seen = (ids: string[], t: Date) => pool.query(`UPDATE runners SET last_seen_at = $2 WHERE id = ANY($1::text[])`, [ids, t]);
+    await seen(['r-fresh'], at(70_000));
+    const r1 = await a.tick({ liveness: at(70_000) });
     expect(r1.liveness.map((c) => [c.runnerId, c.to]).sort()).toEqual([['r-one', 'watch'], ['r-two', 'watch']]);
-    await age(50_000);
-    await pool.query(`UPDATE runners SET last_seen_at = now() WHERE id IN ('r-fresh', 'r-one')`);
-    const r2 = await a.tick();
+    await seen(['r-fresh', 'r-one'], at(120_000));
+    const r2 = await a.tick({ liveness: at(120_000) });
     expect(r2.liveness.map((c) => [c.runnerId, c.to]).sort()).toEqual([['r-one', 'online'], ['r-two', 'offline']]);
     const { rows } = await pool.query(`SELECT id, state FROM runners ORDER BY id`);
     expect(rows).toEqual([
@@ -355,12 +365,15 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
   it('the leader reaps replica rows past the retention unless they still hold a live lease, and prunes completed_attempts', async () => {
     const a = await replica('web-0a0a0a');
     const pool = db.current.pool;
+    const t0 = await dbNow();
     await replicaRegister(pool, { id: 'old-000001', host: 'x', version: 'x' });
     await replicaRegister(pool, { id: 'old-000002', host: 'x', version: 'x' });
-    await pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '25 hours' WHERE id LIKE 'old-%'`);
-    await pool.query(`INSERT INTO coordination_leases (name, holder, token, expires_at) VALUES ('shard:5', 'old-000002', 1, now() + interval '10 seconds')`);
-    await pool.query(`INSERT INTO completed_attempts (step_id, attempt, done_at) VALUES (1, 1, now() - interval '8 days'), (2, 1, now() - interval '6 days')`);
-    const report = await a.tick();
+    // The leader's tick eight days on: the old replicas last beat now, a beats then. old-000002
+    // still holds a lease valid past that time; one attempt completed now, the other two days on.
+    const later = new Date(t0.getTime() + 8 * 86_400_000);
+    await pool.query(`INSERT INTO coordination_leases (name, holder, token, expires_at) VALUES ('shard:5', 'old-000002', 1, $1::timestamptz + interval '10 seconds')`, [later]);
+    await pool.query(`INSERT INTO completed_attempts (step_id, attempt, done_at) VALUES (1, 1, $1), (2, 1, $1::timestamptz + interval '2 days')`, [t0]);
+    const report = await a.tick({ heartbeat: later, membership: later, reaping: later, retention: later });
     expect(report.leader).toBe(true);
     expect(report.reaped).toEqual(['old-000001']);
     expect(report.pruned).toBe(1);
