@@ -82,6 +82,8 @@ export interface CoordinationTimes {
   heartbeat?: Date;
   /** Which replicas count as live. */
   membership?: Date;
+  /** Which shard and leader leases are valid, and when those taken or renewed expire. */
+  leases?: Date;
   /** Which peers are dead enough for their claims to be taken back. */
   reclaim?: Date;
   /** Which runners have gone silent (leader). */
@@ -156,9 +158,9 @@ export class Coordinator {
     const tickStart = deps.clock.now();
     const beat = await heartbeat(deps, at.heartbeat);
     const { live, member } = await membership(deps, beat, at.membership);
-    const leases = await coordinationLeaseList(deps.pool);
-    const shards = await shardLeases(deps, { live, member, leases, tickStart });
-    const leadership = await leaderLease(deps, { member, leases, tickStart });
+    const leases = await coordinationLeaseList(deps.pool, { now: at.leases });
+    const shards = await shardLeases(deps, { live, member, leases, tickStart, now: at.leases });
+    const leadership = await leaderLease(deps, { member, leases, tickStart, now: at.leases });
     // Whatever we let go, peers take on their next tick: wake them so that is now.
     if (shards.released.length > 0 || leadership.gaveUp || shards.wanted) await guarded(deps.log, 'notify', () => coordinationNotify(deps.pool, { from: deps.replicaId }), undefined);
     announceLeadership(deps, leadership.was);
@@ -213,7 +215,7 @@ async function membership(deps: CoordinationDeps, beat: { quiesced: boolean }, n
  */
 async function shardLeases(
   deps: CoordinationDeps,
-  p: { live: Member[]; member: boolean; leases: CoordinationLease[]; tickStart: number },
+  p: { live: Member[]; member: boolean; leases: CoordinationLease[]; tickStart: number; now: Date | undefined },
 ): Promise<{ desired: number[]; released: number[]; acquired: number[]; owned: number[]; wanted: boolean }> {
   const { pool, replicaId: me, state, timing } = deps;
   const liveIds = p.live.map((m) => m.id);
@@ -243,7 +245,7 @@ async function shardLeases(
   const blockedKey = blocked.join(',');
   const wanted = blockedKey !== '' && blockedKey !== state.lastAnnouncedWant;
   state.lastAnnouncedWant = blockedKey;
-  const granted = await coordinationLeaseAcquire(pool, { names: claimable.map(shardLeaseName), holder: me, ttlMs: timing.shardTtlMs });
+  const granted = await coordinationLeaseAcquire(pool, { names: claimable.map(shardLeaseName), holder: me, ttlMs: timing.shardTtlMs, now: p.now });
   state.setShards(
     granted.map((g) => ({ shard: shardOfLeaseName(g.name)!, token: g.token })),
     p.tickStart + timing.shardTtlMs - OWNERSHIP_SAFETY_MS,
@@ -256,11 +258,11 @@ async function shardLeases(
 }
 
 /** Contends for the leader lease as a member; a replica out of the membership gives it up. */
-async function leaderLease(deps: CoordinationDeps, p: { member: boolean; leases: CoordinationLease[]; tickStart: number }): Promise<{ was: boolean; gaveUp: boolean }> {
+async function leaderLease(deps: CoordinationDeps, p: { member: boolean; leases: CoordinationLease[]; tickStart: number; now: Date | undefined }): Promise<{ was: boolean; gaveUp: boolean }> {
   const { pool, replicaId: me, state, timing } = deps;
   const was = state.isLeader();
   if (p.member) {
-    const [lease] = await coordinationLeaseAcquire(pool, { names: [LEADER_LEASE], holder: me, ttlMs: timing.leaderTtlMs });
+    const [lease] = await coordinationLeaseAcquire(pool, { names: [LEADER_LEASE], holder: me, ttlMs: timing.leaderTtlMs, now: p.now });
     state.setLeader(lease?.token, p.tickStart + timing.leaderTtlMs - OWNERSHIP_SAFETY_MS);
     return { was, gaveUp: false };
   }

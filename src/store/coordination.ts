@@ -31,23 +31,25 @@ const mapLease = (r: any): CoordinationLease => ({
  * name is granted when it is free, expired, or already held by `holder`. Returns only the names
  * granted. A lease that changes hands gets a fresh token from coordination_token_seq; a renewal
  * keeps its token, so a token names one uninterrupted tenure. Names are processed in the order
- * given, so callers that all pass them sorted can never deadlock each other.
+ * given, so callers that all pass them sorted can never deadlock each other. `now`, when given,
+ * stands for the database clock (tests set the time).
  */
-export async function coordinationLeaseAcquire(db: Db, p: { names: string[]; holder: string; ttlMs: number }): Promise<CoordinationLease[]> {
+export async function coordinationLeaseAcquire(db: Db, p: { names: string[]; holder: string; ttlMs: number; now?: Date }): Promise<CoordinationLease[]> {
   if (p.names.length === 0) return [];
   const { rows } = await db.query(
-    `INSERT INTO coordination_leases AS l (name, holder, token, acquired_at, expires_at)
-     SELECT n.name, $2, nextval('coordination_token_seq'), now(), now() + $3 * interval '1 millisecond'
-       FROM unnest($1::text[]) WITH ORDINALITY AS n(name, ord)
+    `WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now)
+     INSERT INTO coordination_leases AS l (name, holder, token, acquired_at, expires_at)
+     SELECT n.name, $2, nextval('coordination_token_seq'), clock.now, clock.now + $3 * interval '1 millisecond'
+       FROM unnest($1::text[]) WITH ORDINALITY AS n(name, ord), clock
       ORDER BY n.ord
      ON CONFLICT (name) DO UPDATE
         SET holder = EXCLUDED.holder,
-            token = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > now() THEN l.token ELSE EXCLUDED.token END,
-            acquired_at = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > now() THEN l.acquired_at ELSE now() END,
+            token = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > EXCLUDED.acquired_at THEN l.token ELSE EXCLUDED.token END,
+            acquired_at = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > EXCLUDED.acquired_at THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
             expires_at = EXCLUDED.expires_at
-      WHERE l.holder = EXCLUDED.holder OR l.expires_at <= now()
+      WHERE l.holder = EXCLUDED.holder OR l.expires_at <= EXCLUDED.acquired_at
      RETURNING l.*`,
-    [p.names, p.holder, p.ttlMs],
+    [p.names, p.holder, p.ttlMs, p.now ?? null],
   );
   return rows.map(mapLease);
 }
@@ -59,9 +61,9 @@ export async function coordinationLeaseRelease(db: Db, p: { names: string[]; hol
   return rows.map((r) => r.name as string);
 }
 
-/** Every lease still valid by the database clock. */
-export async function coordinationLeaseList(db: Db): Promise<CoordinationLease[]> {
-  const { rows } = await db.query(`SELECT * FROM coordination_leases WHERE expires_at > now() ORDER BY name`);
+/** Every lease still valid by the database clock (or at `now` when given). */
+export async function coordinationLeaseList(db: Db, p: { now?: Date } = {}): Promise<CoordinationLease[]> {
+  const { rows } = await db.query(`SELECT * FROM coordination_leases WHERE expires_at > coalesce($1::timestamptz, now()) ORDER BY name`, [p.now ?? null]);
   return rows.map(mapLease);
 }
 

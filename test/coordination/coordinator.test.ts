@@ -12,7 +12,7 @@ import { coordinationLeaseList, LEADER_LEASE } from '../../src/store/coordinatio
 import { replicaRegister, replicaSetQuiesced, replicaStop } from '../../src/store/replicas.js';
 import { useTestDatabase } from '../support/db.js';
 
-/** One fake clock for every in-process replica; `age` moves it and the database's timestamps together. */
+/** One fake clock for every in-process replica; `age` moves it and the time the ticks hand the store together. */
 function fakeClock(): Clock & { t: number } {
   const c = { t: 1_000_000, now: () => c.t, sleep: async () => {} };
   return c;
@@ -32,6 +32,8 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
   const log = createLogger('silent', { pretty: false });
   let clock: ReturnType<typeof fakeClock>;
   let replicas: Replica[];
+  /** The database's time as every tick sees it: the store's clock at the start, then moved by `age`. */
+  let storeTime: number;
 
   beforeEach(async () => {
     clock = fakeClock();
@@ -39,6 +41,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await db.current.pool.query(
       `TRUNCATE replicas, coordination_leases, step_leases, queue_ready, runners, completed_attempts, pool_holds`,
     );
+    storeTime = ((await db.current.pool.query(`SELECT now() AS t`)).rows[0].t as Date).getTime();
   });
   afterEach(() => {
     for (const r of replicas) r.events.removeAllListeners();
@@ -63,31 +66,23 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
       leaderDuties,
     };
     const coordinator = new Coordinator(deps);
-    const r: Replica = { id, deps, state, events, requeued, tick: (at) => coordinator.once({ at }) };
+    const r: Replica = { id, deps, state, events, requeued, tick: (at) => coordinator.once({ at: { ...everyDuty(storeAt()), ...at } }) };
     replicas.push(r);
     return r;
   }
 
-  /** Time passes for everyone: the fake clock and every database timestamp move together. */
-  async function age(ms: number): Promise<void> {
-    clock.t += ms;
-    const q = (sql: string) => db.current.pool.query(sql, [ms]);
-    const back = `$1 * interval '1 millisecond'`;
-    await q(`UPDATE replicas SET heartbeat_at = heartbeat_at - ${back}, started_at = started_at - ${back}`);
-    await q(`UPDATE coordination_leases SET expires_at = expires_at - ${back}, acquired_at = acquired_at - ${back}`);
-    await q(`UPDATE step_leases SET claimed_at = claimed_at - ${back}, expires_at = expires_at - ${back}`);
-    await q(`UPDATE runners SET last_seen_at = last_seen_at - ${back}`);
-    await q(`UPDATE completed_attempts SET done_at = done_at - ${back}`);
-  }
+  /** The store's time as the ticks see it, `ms` on: a time to hand one duty under test. */
+  const storeAt = (ms = 0) => new Date(storeTime + ms);
+  const everyDuty = (t: Date): CoordinationTimes => ({ heartbeat: t, membership: t, leases: t, reclaim: t, liveness: t, reaping: t, retention: t });
 
-  /** The database's clock, plus `ms`: a time to hand the one duty under test. */
-  async function dbNow(ms = 0): Promise<Date> {
-    const { rows } = await db.current.pool.query(`SELECT now() + $1 * interval '1 millisecond' AS t`, [ms]);
-    return rows[0].t;
+  /** Time passes for everyone: the fake clock and the time every tick hands the store move together; no row is rewritten. */
+  function age(ms: number): void {
+    clock.t += ms;
+    storeTime += ms;
   }
 
   async function storeOwners(): Promise<Map<number, string>> {
-    const leases = await coordinationLeaseList(db.current.pool);
+    const leases = await coordinationLeaseList(db.current.pool, { now: storeAt() });
     return new Map(leases.filter((l) => l.name.startsWith('shard:')).map((l) => [Number(l.name.slice(6)), l.holder]));
   }
 
@@ -124,7 +119,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     expect((await changed).added).toHaveLength(SHARD_COUNT);
     expect((await gained).token).toBeGreaterThan(0);
     expect(a.state.isLeader()).toBe(true);
-    const leases = await coordinationLeaseList(db.current.pool);
+    const leases = await coordinationLeaseList(db.current.pool, { now: storeAt() });
     expect(leases.filter((l) => l.holder === a.id)).toHaveLength(SHARD_COUNT + 1);
   });
 
@@ -135,7 +130,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await a.tick();
     expect(a.state.leaderToken()).toBe(first);
     const b = await replica('b-000002');
-    await age(16_000); // a goes silent; its leases lapse
+    age(16_000); // a goes silent; its leases lapse
     await b.tick();
     expect(b.state.isLeader()).toBe(true);
     expect(b.state.leaderToken()!).toBeGreaterThan(first);
@@ -174,7 +169,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await settle(all);
     const before = await storeOwners();
     const [dead, ...alive] = all;
-    await age(16_000); // dead stops ticking: its heartbeat and leases age past the window
+    age(16_000); // dead stops ticking: its heartbeat and leases age past the window
     await settle(alive, 2);
     const after = await storeOwners();
     expect(after.size).toBe(SHARD_COUNT);
@@ -193,7 +188,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await settle([a, b]);
     // Seen 20 s on, b's heartbeat is stale (a's own is written at that time), but a's view of b is
     // wrong only about membership: the leases are judged by the database clock, and b's are still valid.
-    const later = await dbNow(20_000);
+    const later = storeAt(20_000);
     const report = await a.tick({ heartbeat: later, membership: later });
     expect(report.live.map((m) => m.id)).toEqual([a.id]);
     expect(report.desired).toHaveLength(SHARD_COUNT);
@@ -224,7 +219,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await settle([a, b]);
     let waited = 0;
     while (!b.state.isLeader()) {
-      await age(DEFAULT_TIMING.tickMs);
+      age(DEFAULT_TIMING.tickMs);
       waited += DEFAULT_TIMING.tickMs;
       await b.tick();
       expect(waited).toBeLessThanOrEqual(4 * DEFAULT_TIMING.tickMs);
@@ -282,7 +277,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
 
     const first = await a.tick();
     expect(first.reclaimed).toEqual([]); // still within the staleness window
-    await age(16_000);
+    age(16_000);
     const kicked = nextEvent(a.events, 'queue:enqueued');
     const report = await a.tick();
     expect(report.reclaimed.map((r) => [r.stepId, r.exposed, r.requeuedAttempt])).toEqual([
@@ -329,7 +324,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
   it('the leader marks silent runners watch after one poll window and offline after two', async () => {
     const a = await replica('web-0a0a0a');
     const pool = db.current.pool;
-    const t0 = await dbNow();
+    const t0 = storeAt();
     const at = (ms: number) => new Date(t0.getTime() + ms);
     for (const id of ['r-fresh', 'r-one', 'r-two']) {
       await pool.query(`INSERT INTO runners (id, name, credential_hash, last_seen_at) VALUES ($1, $1, $1, $2)`, [id, t0]);
@@ -365,7 +360,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
   it('the leader reaps replica rows past the retention unless they still hold a live lease, and prunes completed_attempts', async () => {
     const a = await replica('web-0a0a0a');
     const pool = db.current.pool;
-    const t0 = await dbNow();
+    const t0 = storeAt();
     await replicaRegister(pool, { id: 'old-000001', host: 'x', version: 'x' });
     await replicaRegister(pool, { id: 'old-000002', host: 'x', version: 'x' });
     // The leader's tick eight days on: the old replicas last beat now, a beats then. old-000002
@@ -422,7 +417,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     // The leader goes silent: the next leader's cadence starts at its own gain, and the old one,
     // back but not leading, runs nothing.
     ran.length = 0;
-    await age(16_000);
+    age(16_000);
     expect((await b.tick()).leader).toBe(true);
     expect((await a.tick()).leader).toBe(false);
     expect(ran).toEqual(['b:tick:true:1', 'b:flaky']);
@@ -478,7 +473,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
       } else if (roll < 0.22 && alive.length > 1) {
         const victim = alive[Math.floor(rand() * alive.length)];
         alive = alive.filter((r) => r !== victim);
-        await age(DEFAULT_TIMING.stalenessMs + 1_000); // killed: everyone else's world moves on
+        age(DEFAULT_TIMING.stalenessMs + 1_000); // killed: everyone else's world moves on
       } else if (roll < 0.28 && alive.length > 1) {
         const victim = alive[Math.floor(rand() * alive.length)];
         alive = alive.filter((r) => r !== victim);
@@ -490,7 +485,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
         await r.tick();
         await replicaSetQuiesced(db.current.pool, { id: r.id, quiesced: false });
       } else {
-        await age(1_000);
+        age(1_000);
       }
       for (const r of [...alive].sort(() => rand() - 0.5)) {
         await r.tick();
@@ -502,6 +497,6 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const expected = shardAssignment(alive.map((r) => r.id));
     for (let s = 0; s < SHARD_COUNT; s++) expect(owners.get(s)).toBe(expected[s]);
     expect(alive.filter((r) => r.state.isLeader())).toHaveLength(1);
-    expect((await coordinationLeaseList(db.current.pool)).some((l) => l.name === LEADER_LEASE)).toBe(true);
+    expect((await coordinationLeaseList(db.current.pool, { now: storeAt() })).some((l) => l.name === LEADER_LEASE)).toBe(true);
   });
 });
