@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { blockUnplaceable } from '../../src/dispatch/blocked.js';
 import { adminQueue } from '../../src/ops/domain/console.js';
 import { fleetQueue } from '../../src/ops/domain/fleet.js';
 import type { OpsContext } from '../../src/ops/domain/context.js';
 import { useTestDatabase } from '../support/db.js';
+import { mapEntry } from '../../src/store/queue.js';
 import { insertLease, insertRunner } from '../support/fleet.js';
 
 describe('the admin queue and the fleet queue read their verdict inputs one way', () => {
@@ -47,5 +49,15 @@ describe('the admin queue and the fleet queue read their verdict inputs one way'
     for (const e of adminEntries) expect(e.verdict).toEqual(fleetVerdict.get(e.stepId));
     // And the same posture, lifted or not.
     expect(admin.postures.fleetQuiesced).toBe(fleet.posture.fleetQuiesced);
+
+    // A tick that could place none of them sets aside those only a change elsewhere can place,
+    // on the verdict the views show; those the next tick places keep their place.
+    const entries = (await pool.query(`SELECT * FROM queue_ready ORDER BY step_id`)).rows.map(mapEntry);
+    expect(await blockUnplaceable(pool, entries, true)).toBe(6);
+    const { rows: aside } = await pool.query(`SELECT step_id, blocked_verdict FROM queue_ready ORDER BY step_id`);
+    for (const r of aside) {
+      const shown = fleetVerdict.get(Number(r.step_id))!.code;
+      expect(r.blocked_verdict ?? 'kept in place').toBe(shown === 'waiting_for_tick' ? 'kept in place' : shown);
+    }
   });
 });
