@@ -72,15 +72,37 @@ export interface CoordinationDeps {
 
 const sameList = (a: number[], b: number[]) => a.length === b.length && a.every((v, i) => v === b[i]);
 
+/**
+ * The time each duty of one pass judges by, standing for the database's now() (River's
+ * `coalesce($now, now())`): a test sets the time of the one duty it examines, so a later time
+ * never reaches the duties that keep the replica running the test alive. Absent: the database clock.
+ */
+export interface CoordinationTimes {
+  /** The heartbeat written. */
+  heartbeat?: Date;
+  /** Which replicas count as live. */
+  membership?: Date;
+  /** Which shard and leader leases are valid, and when those taken or renewed expire. */
+  leases?: Date;
+  /** Which peers are dead enough for their claims to be taken back. */
+  reclaim?: Date;
+  /** Which runners have gone silent (leader). */
+  liveness?: Date;
+  /** Which replica rows are past the retention (leader). */
+  reaping?: Date;
+  /** Which completed attempts are past the retention (leader). */
+  retention?: Date;
+}
+
 /** Coordination's own leader duties: runner liveness first, then the others' duties, then reaping and retention. */
-function coordinationDuties(deps: CoordinationDeps) {
+function coordinationDuties(deps: CoordinationDeps, at: () => CoordinationTimes) {
   const { pool, log, timing, config } = deps;
   return {
     liveness: {
       name: 'runner liveness',
       fallback: [],
       run: async () => {
-        const changes = await runnerLivenessSweep(pool, { pollWindowMs: config.pollWindowMs, graceMs: timing.stalenessMs });
+        const changes = await runnerLivenessSweep(pool, { pollWindowMs: config.pollWindowMs, graceMs: timing.stalenessMs, now: at().liveness });
         for (const c of changes) log.info({ runner: c.runnerId, from: c.from, to: c.to }, `runner ${c.to === 'offline' ? 'marked offline' : c.to === 'watch' ? 'on the watch list' : 'back online'}`);
         return changes;
       },
@@ -89,7 +111,7 @@ function coordinationDuties(deps: CoordinationDeps) {
       name: 'replica reaping',
       fallback: [],
       run: async () => {
-        const reaped = await replicaReap(pool, { retentionMs: config.replicaRetentionMs });
+        const reaped = await replicaReap(pool, { retentionMs: config.replicaRetentionMs, now: at().reaping });
         if (reaped.length) log.info({ reaped }, 'reaped replica rows past the retention');
         return reaped;
       },
@@ -97,7 +119,7 @@ function coordinationDuties(deps: CoordinationDeps) {
     retention: {
       name: 'completed_attempts retention',
       fallback: 0,
-      run: () => completedAttemptsPrune(pool, { retentionDays: config.completedAttemptsRetentionDays }),
+      run: () => completedAttemptsPrune(pool, { retentionDays: config.completedAttemptsRetentionDays, now: at().retention }),
     } satisfies LeaderDuty<number>,
   };
 }
@@ -116,31 +138,34 @@ function coordinationDuties(deps: CoordinationDeps) {
  *  5. reclaim the un-acked claims of dead peers;
  *  6. on the leader: the leader's duties (LeaderDuties), coordination's own and the others'.
  *
- * Every decision about time is the database's now(); the local clock only bounds how long this
- * replica trusts a lease it was granted.
+ * Every decision about time is the database's now() (or the time a test set for one duty, see
+ * CoordinationTimes); the local clock only bounds how long this replica trusts a lease it was granted.
  */
 export class Coordinator {
   private readonly own: ReturnType<typeof coordinationDuties>;
   private readonly duties: LeaderDuties;
+  /** The times of the pass under way (its leader duties read them when they run). */
+  private at: CoordinationTimes = {};
 
   constructor(readonly deps: CoordinationDeps) {
-    this.own = coordinationDuties(deps);
+    this.own = coordinationDuties(deps, () => this.at);
     this.duties = new LeaderDuties([this.own.liveness, ...(deps.leaderDuties ?? []), this.own.reaping, this.own.retention], deps.log);
   }
 
-  async once(): Promise<TickReport> {
+  async once(p: { at?: CoordinationTimes } = {}): Promise<TickReport> {
     const { deps, own } = this;
+    const at = (this.at = p.at ?? {});
     const tickStart = deps.clock.now();
-    const beat = await heartbeat(deps);
-    const { live, member } = await membership(deps, beat);
-    const leases = await coordinationLeaseList(deps.pool);
-    const shards = await shardLeases(deps, { live, member, leases, tickStart });
-    const leadership = await leaderLease(deps, { member, leases, tickStart });
+    const beat = await heartbeat(deps, at.heartbeat);
+    const { live, member } = await membership(deps, beat, at.membership);
+    const leases = await coordinationLeaseList(deps.pool, { now: at.leases });
+    const shards = await shardLeases(deps, { live, member, leases, tickStart, now: at.leases });
+    const leadership = await leaderLease(deps, { member, leases, tickStart, now: at.leases });
     // Whatever we let go, peers take on their next tick: wake them so that is now.
     if (shards.released.length > 0 || leadership.gaveUp || shards.wanted) await guarded(deps.log, 'notify', () => coordinationNotify(deps.pool, { from: deps.replicaId }), undefined);
     announceLeadership(deps, leadership.was);
     const leader = deps.state.isLeader();
-    const reclaimed = member ? await reclaim(deps) : [];
+    const reclaimed = member ? await reclaim(deps, at.reclaim) : [];
     const done = await this.duties.tick({ leaderToken: leader ? deps.state.leaderToken() : undefined, now: deps.clock.now() });
     const report: TickReport = {
       replicaId: deps.replicaId,
@@ -162,8 +187,8 @@ export class Coordinator {
 }
 
 /** The heartbeat; a replica whose row was reaped (frozen past the retention) registers again. */
-async function heartbeat(deps: CoordinationDeps): Promise<{ quiesced: boolean }> {
-  const beat = await replicaHeartbeat(deps.pool, deps.replicaId);
+async function heartbeat(deps: CoordinationDeps, now: Date | undefined): Promise<{ quiesced: boolean }> {
+  const beat = await replicaHeartbeat(deps.pool, deps.replicaId, { now });
   if (beat) return beat;
   // Our row was reaped while this process was frozen past the retention: come back as a member.
   deps.log.warn({ replica: deps.replicaId }, 'membership row missing; registering again');
@@ -172,9 +197,9 @@ async function heartbeat(deps: CoordinationDeps): Promise<{ quiesced: boolean }>
 }
 
 /** The live membership, and whether this replica is in it (not quiesced); announced when that changes. */
-async function membership(deps: CoordinationDeps, beat: { quiesced: boolean }): Promise<{ live: Member[]; member: boolean }> {
+async function membership(deps: CoordinationDeps, beat: { quiesced: boolean }, now: Date | undefined): Promise<{ live: Member[]; member: boolean }> {
   const { state, replicaId: me } = deps;
-  const live = await membershipLive(deps.pool, { stalenessMs: deps.timing.stalenessMs });
+  const live = await membershipLive(deps.pool, { stalenessMs: deps.timing.stalenessMs, now });
   const member = !beat.quiesced && live.some((m) => m.id === me);
   const wasMember = state.inMembership();
   state.setMembership(member, live.flatMap((m) => (m.site ? [m.site] : [])));
@@ -190,7 +215,7 @@ async function membership(deps: CoordinationDeps, beat: { quiesced: boolean }): 
  */
 async function shardLeases(
   deps: CoordinationDeps,
-  p: { live: Member[]; member: boolean; leases: CoordinationLease[]; tickStart: number },
+  p: { live: Member[]; member: boolean; leases: CoordinationLease[]; tickStart: number; now: Date | undefined },
 ): Promise<{ desired: number[]; released: number[]; acquired: number[]; owned: number[]; wanted: boolean }> {
   const { pool, replicaId: me, state, timing } = deps;
   const liveIds = p.live.map((m) => m.id);
@@ -220,7 +245,7 @@ async function shardLeases(
   const blockedKey = blocked.join(',');
   const wanted = blockedKey !== '' && blockedKey !== state.lastAnnouncedWant;
   state.lastAnnouncedWant = blockedKey;
-  const granted = await coordinationLeaseAcquire(pool, { names: claimable.map(shardLeaseName), holder: me, ttlMs: timing.shardTtlMs });
+  const granted = await coordinationLeaseAcquire(pool, { names: claimable.map(shardLeaseName), holder: me, ttlMs: timing.shardTtlMs, now: p.now });
   state.setShards(
     granted.map((g) => ({ shard: shardOfLeaseName(g.name)!, token: g.token })),
     p.tickStart + timing.shardTtlMs - OWNERSHIP_SAFETY_MS,
@@ -233,11 +258,11 @@ async function shardLeases(
 }
 
 /** Contends for the leader lease as a member; a replica out of the membership gives it up. */
-async function leaderLease(deps: CoordinationDeps, p: { member: boolean; leases: CoordinationLease[]; tickStart: number }): Promise<{ was: boolean; gaveUp: boolean }> {
+async function leaderLease(deps: CoordinationDeps, p: { member: boolean; leases: CoordinationLease[]; tickStart: number; now: Date | undefined }): Promise<{ was: boolean; gaveUp: boolean }> {
   const { pool, replicaId: me, state, timing } = deps;
   const was = state.isLeader();
   if (p.member) {
-    const [lease] = await coordinationLeaseAcquire(pool, { names: [LEADER_LEASE], holder: me, ttlMs: timing.leaderTtlMs });
+    const [lease] = await coordinationLeaseAcquire(pool, { names: [LEADER_LEASE], holder: me, ttlMs: timing.leaderTtlMs, now: p.now });
     state.setLeader(lease?.token, p.tickStart + timing.leaderTtlMs - OWNERSHIP_SAFETY_MS);
     return { was, gaveUp: false };
   }
@@ -260,8 +285,8 @@ function announceLeadership(deps: CoordinationDeps, wasLeader: boolean): void {
 }
 
 /** The un-acked claims of dead peers, back on the queue (a failure is retried next tick). */
-async function reclaim(deps: CoordinationDeps): Promise<ReclaimedClaim[]> {
-  const reclaimed = await guarded(deps.log, 'reclaim', () => reclaimDeadPeers(deps), []);
+async function reclaim(deps: CoordinationDeps, now: Date | undefined): Promise<ReclaimedClaim[]> {
+  const reclaimed = await guarded(deps.log, 'reclaim', () => reclaimDeadPeers(deps, { now }), []);
   if (reclaimed.length) {
     deps.log.info({ reclaimed: reclaimed.length, exposed: reclaimed.filter((r) => r.exposed).length, holders: [...new Set(reclaimed.map((r) => r.holder))] }, 'reclaimed the claims of dead replicas');
     emitCoordination(deps.events, 'queue:enqueued', { stepIds: reclaimed.map((r) => r.stepId), source: 'reclaim' });
@@ -280,11 +305,11 @@ async function guarded<T>(log: Logger, what: string, fn: () => Promise<T>, fallb
 }
 
 /** Takes back the un-acked claims of dead peers in bounded batches, each with its requeue hooks, in one transaction per batch. */
-export async function reclaimDeadPeers(deps: Pick<CoordinationDeps, 'pool' | 'replicaId' | 'timing' | 'hooks'>): Promise<ReclaimedClaim[]> {
+export async function reclaimDeadPeers(deps: Pick<CoordinationDeps, 'pool' | 'replicaId' | 'timing' | 'hooks'>, opts: { now?: Date } = {}): Promise<ReclaimedClaim[]> {
   const all: ReclaimedClaim[] = [];
   for (let i = 0; i < RECLAIM_MAX_BATCHES; i++) {
     const batch = await withTransaction(deps.pool, async (client) => {
-      const got = await claimReclaimDead(client, { me: deps.replicaId, stalenessMs: deps.timing.stalenessMs, limit: RECLAIM_BATCH });
+      const got = await claimReclaimDead(client, { me: deps.replicaId, stalenessMs: deps.timing.stalenessMs, limit: RECLAIM_BATCH, now: opts.now });
       for (const r of got) {
         if (r.exposed && deps.hooks) {
           await deps.hooks.stepRequeued(client, { stepId: r.stepId, fromAttempt: r.attempt, toAttempt: r.requeuedAttempt, reason: `replica ${r.holder} lost before the runner acked`, lease: r.lease });

@@ -1,7 +1,7 @@
 import { blockingKey } from '../core/blocking.js';
 import type { QueueEntry } from '../core/entry.js';
 import { verdict, type Postures } from '../core/verdict.js';
-import { verdictInputsRead, type VerdictInputs } from '../store/fleet.js';
+import { queueVerdictInputsRead, type VerdictInputs } from '../store/fleet.js';
 import type { Db } from '../store/pool.js';
 import { queueBlock, queueBlockedRead, queueUnblock } from '../store/queue.js';
 
@@ -26,6 +26,12 @@ const blockingOf = (e: QueueEntry, inputs: VerdictInputs, acceptExceeding: boole
 const keyOf = (e: QueueEntry, inputs: VerdictInputs, acceptExceeding: boolean) => blockingOf(e, inputs, acceptExceeding).on;
 
 /**
+ * The verdict inputs of these entries by the read the queue views use (queueVerdictInputsRead),
+ * so an entry is set aside on the verdict `fleet queue` shows for it, postures aside (`flowing`).
+ */
+const inputsOf = (db: Db, entries: QueueEntry[]) => queueVerdictInputsRead(db, { runIds: entries.map((e) => e.runId), pools: entries.flatMap((e) => e.pools), posture: false });
+
+/**
  * Sets aside the entries a tick could not place whose verdict over the whole fleet is one only a
  * change elsewhere can end (core/blocking.ts); entries waiting for capacity keep their place.
  * Returns how many were set aside.
@@ -33,7 +39,7 @@ const keyOf = (e: QueueEntry, inputs: VerdictInputs, acceptExceeding: boolean) =
 export async function blockUnplaceable(db: Db, unplaced: QueueEntry[], acceptExceeding: boolean, recent?: RecentlyClaimable): Promise<number> {
   const entries = recent ? unplaced.filter((e) => !recent.has(e)) : unplaced;
   if (entries.length === 0) return 0;
-  const inputs = await verdictInputsRead(db, entries);
+  const inputs = await inputsOf(db, entries);
   const items: Array<{ stepId: number; on: string; verdict: string }> = [];
   for (const e of entries) {
     const { on, verdict: code } = blockingOf(e, inputs, acceptExceeding);
@@ -95,7 +101,7 @@ export async function unblockOnce(db: Db, p: { shards: number[]; acceptExceeding
   if (p.shards.length === 0 || p.keys?.length === 0) return { blocked: 0, returned: 0 };
   const groups = await queueBlockedRead(db, { shards: p.shards, keys: p.keys });
   if (groups.length === 0) return { blocked: 0, returned: 0 };
-  const inputs = await verdictInputsRead(db, groups.map((g) => g.entry));
+  const inputs = await inputsOf(db, groups.map((g) => g.entry));
   const back = groups.filter((g) => keyOf(g.entry, inputs, p.acceptExceeding) !== g.entry.blockedOn).map((g) => g.entry);
   const blocked = groups.reduce((n, g) => n + g.count, 0);
   return { blocked, returned: await queueUnblock(db, { shards: p.shards, groups: back }) };

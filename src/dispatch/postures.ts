@@ -9,13 +9,13 @@ export function offersStoppedBy(p: Pick<FleetPosture, 'halted' | 'systemQuiesced
 }
 
 /**
- * The leader's pass: lifts every posture whose --until has passed (by the database clock), each
- * audited as its resume with the leader as actor and who pulled it in the detail. Returns what
- * it lifted.
+ * The leader's pass: lifts every posture whose --until has passed (by the database clock, or at
+ * `now` when given: tests set the time), each audited as its resume with the leader as actor and
+ * who pulled it in the detail. Returns what it lifted.
  */
-export async function postureExpireOnce(pool: Pool, p: { actor: string }): Promise<PostureInForce[]> {
+export async function postureExpireOnce(pool: Pool, p: { actor: string; now?: Date }): Promise<PostureInForce[]> {
   return withTransaction(pool, async (client) => {
-    const due = await posturesDueToLift(client);
+    const due = await posturesDueToLift(client, { now: p.now });
     for (const h of due) {
       const r = await postureSet(client, { field: h.posture, value: false, reason: `until ${h.until!.toISOString()} passed`, actor: p.actor });
       if (!r.changed) continue;
@@ -33,4 +33,4 @@ export async function postureExpireOnce(pool: Pool, p: { actor: string }): Promi
 }
 
 /** The leader pass lifting expired postures, as the coordination loop runs it on the leader's tick. */
-export const postureExpiryPass = (ctx: { pool: Pool; replicaId: string }) => postureExpireOnce(ctx.pool, { actor: `leader:${ctx.replicaId}` });
+export const postureExpiryPass = (ctx: { pool: Pool; replicaId: string }, opts: { now?: Date } = {}) => postureExpireOnce(ctx.pool, { actor: `leader:${ctx.replicaId}`, now: opts.now });

@@ -12,13 +12,14 @@ export interface HistoryPruneResult extends HistoryPruned { batches: number }
 /**
  * One retention pass, run by the leader: finished runs older than `retentionDays` (with their
  * steps and logs) go in batches of `batchSize`, each its own transaction, until a batch comes back
- * short or `maxBatches` ran. A running run is never pruned.
+ * short or `maxBatches` ran. A running run is never pruned. Age is judged at `now` when given
+ * (tests set the time), else by the store's clock.
  */
-export async function historyPruneOnce(pool: Pool, p: { retentionDays: number; batchSize?: number; maxBatches?: number }): Promise<HistoryPruneResult> {
+export async function historyPruneOnce(pool: Pool, p: { retentionDays: number; batchSize?: number; maxBatches?: number; now?: Date }): Promise<HistoryPruneResult> {
   const limit = p.batchSize ?? HISTORY_BATCH;
   const total: HistoryPruneResult = { runs: 0, steps: 0, logs: 0, batches: 0 };
   for (let i = 0; i < (p.maxBatches ?? HISTORY_MAX_BATCHES); i++) {
-    const b = await withTransaction(pool, (client) => runHistoryPrune(client, { retentionDays: p.retentionDays, limit }));
+    const b = await withTransaction(pool, (client) => runHistoryPrune(client, { retentionDays: p.retentionDays, limit, now: p.now }));
     if (b.runs === 0) break;
     total.runs += b.runs;
     total.steps += b.steps;
@@ -30,8 +31,8 @@ export async function historyPruneOnce(pool: Pool, p: { retentionDays: number; b
 }
 
 /** The leader pass: prunes history past `retention.runs_days` and says how much went. */
-export const historyRetentionPass = async (ctx: { pool: Pool; log: Logger; config: { runsRetentionDays: number } }): Promise<HistoryPruneResult> => {
-  const r = await historyPruneOnce(ctx.pool, { retentionDays: ctx.config.runsRetentionDays });
+export const historyRetentionPass = async (ctx: { pool: Pool; log: Logger; config: { runsRetentionDays: number } }, opts: { now?: Date } = {}): Promise<HistoryPruneResult> => {
+  const r = await historyPruneOnce(ctx.pool, { retentionDays: ctx.config.runsRetentionDays, now: opts.now });
   if (r.runs > 0) ctx.log.info({ runs: r.runs, steps: r.steps, logs: r.logs, batches: r.batches, retentionDays: ctx.config.runsRetentionDays }, 'pruned finished runs past the retention');
   return r;
 };

@@ -299,32 +299,25 @@ export interface QueueVerdictInputs extends VerdictInputs {
 }
 
 /**
- * The verdict inputs of a queue view, read the one way the admin queue and the fleet queue both
- * read them, so the two views give an entry the same verdict. Call it on the client of the view's
+ * The verdict inputs of a queue view, read the one way the admin queue, the fleet queue and the
+ * dispatcher's setting aside of unplaceable entries (dispatch/blocked.ts) all read them, so they
+ * give an entry the same verdict. Call it on the client of the view's
  * snapshot (withSnapshot): the inputs then agree with the entries read beside them. `pools`: the
  * names the entries demand, or the pool state the caller already read in that snapshot.
+ * `posture: false`: the caller judges as if offers flowed (the setting aside does, since a held
+ * fleet hides nothing) and no posture is read.
  */
-export async function queueVerdictInputsRead(client: Db, p: { runIds: number[]; pools: string[] | PoolState }): Promise<QueueVerdictInputs> {
+export async function queueVerdictInputsRead(client: Db, p: { runIds: number[]; pools: string[] | PoolState; posture?: true }): Promise<QueueVerdictInputs>;
+export async function queueVerdictInputsRead(client: Db, p: { runIds: number[]; pools: string[] | PoolState; posture: false }): Promise<VerdictInputs>;
+export async function queueVerdictInputsRead(client: Db, p: { runIds: number[]; pools: string[] | PoolState; posture?: boolean }): Promise<VerdictInputs | QueueVerdictInputs> {
   const runIds = [...new Set(p.runIds)];
   const runners = await fleetRead(client);
-  const posture = await postureRead(client);
+  const posture = p.posture === false ? undefined : await postureRead(client);
   const pins = await pinsForRuns(client, runIds);
   const outstandingByRun = await leasesOutstandingByRun(client, runIds);
   const pools = Array.isArray(p.pools) ? await poolStateRead(client, [...new Set(p.pools)]) : p.pools;
-  return { runners, posture, pins, outstandingByRun, runnerRuns: scopedRunsOf(runners), pools };
-}
-
-/** The verdict inputs for these entries, read set-based: the fleet, their pools, and their runs' pins and out-counts. */
-export async function verdictInputsRead(db: Db, entries: Array<Pick<QueueEntry, 'runId' | 'pools'>>): Promise<VerdictInputs> {
-  const runIds = [...new Set(entries.map((e) => e.runId))];
-  const runners = await fleetRead(db);
-  return {
-    runners,
-    pools: await poolStateRead(db, [...new Set(entries.flatMap((e) => e.pools))]),
-    pins: await pinsForRuns(db, runIds),
-    outstandingByRun: await leasesOutstandingByRun(db, runIds),
-    runnerRuns: scopedRunsOf(runners),
-  };
+  const inputs: VerdictInputs = { runners, pins, outstandingByRun, runnerRuns: scopedRunsOf(runners), pools };
+  return posture ? { ...inputs, posture } : inputs;
 }
 
 /** Who a drain names: one runner (by id, else unique name) or every runner of a group. */

@@ -88,10 +88,10 @@ export async function postureSet(
   return { changed: true, untilChanged: false, before, posture: await postureRead(client) };
 }
 
-/** The postures whose --until has passed by the database clock, locked for the leader to lift. */
-export async function posturesDueToLift(client: PoolClient): Promise<PostureInForce[]> {
+/** The postures whose --until has passed by the database clock (or at `now` when given), locked for the leader to lift. */
+export async function posturesDueToLift(client: PoolClient, p: { now?: Date } = {}): Promise<PostureInForce[]> {
   // The flags row first, as every lever does, so the leader and a lever never lock in opposite orders.
   await client.query(`SELECT 1 FROM fleet_posture WHERE id FOR UPDATE`);
-  const { rows } = await client.query(`SELECT * FROM posture_holds WHERE until IS NOT NULL AND until <= now() ORDER BY until`);
+  const { rows } = await client.query(`SELECT * FROM posture_holds WHERE until IS NOT NULL AND until <= coalesce($1::timestamptz, now()) ORDER BY until`, [p.now ?? null]);
   return rows.map(mapInForce);
 }

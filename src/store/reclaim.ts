@@ -29,15 +29,16 @@ export interface ReclaimedClaim {
  * Acked or executing leases stay: their runner is working, and renews and completes on any
  * replica. Rows are locked with SKIP LOCKED, so several replicas sweeping at once split the
  * work instead of doing it twice. Pool holds of the reclaimed attempts are released with them.
+ * Liveness is judged at `now` when given (tests set the time), else by the database clock.
  */
-export async function claimReclaimDead(client: PoolClient, p: { me: string; stalenessMs: number; limit: number }): Promise<ReclaimedClaim[]> {
+export async function claimReclaimDead(client: PoolClient, p: { me: string; stalenessMs: number; limit: number; now?: Date }): Promise<ReclaimedClaim[]> {
   const { rows } = await client.query(
     `WITH dead AS (
        SELECT l.step_id FROM step_leases l
         WHERE l.acked_at IS NULL AND NOT l.executing AND l.holder <> $1
           AND NOT EXISTS (SELECT 1 FROM replicas r
                            WHERE r.id = l.holder AND r.stopped_at IS NULL
-                             AND r.heartbeat_at > now() - $2 * interval '1 millisecond')
+                             AND r.heartbeat_at > coalesce($4::timestamptz, now()) - $2 * interval '1 millisecond')
         ORDER BY l.step_id
         LIMIT $3
         FOR UPDATE OF l SKIP LOCKED
@@ -55,7 +56,7 @@ export async function claimReclaimDead(client: PoolClient, p: { me: string; stal
      SELECT ${leaseCols('g')}, b.attempt AS requeued_attempt, g.delivered_at IS NOT NULL AS exposed
        FROM gone g LEFT JOIN back b ON b.step_id = g.step_id
       ORDER BY g.step_id`,
-    [p.me, p.stalenessMs, p.limit],
+    [p.me, p.stalenessMs, p.limit, p.now ?? null],
   );
   return rows.map((r) => ({
     stepId: Number(r.step_id),

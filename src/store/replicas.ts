@@ -34,9 +34,12 @@ export async function replicaRegister(pool: Pool, p: { id: string; host: string;
   );
 }
 
-/** Refreshes this replica's heartbeat; returns whether it is quiesced, or undefined when its row is gone or stopped. */
-export async function replicaHeartbeat(pool: Pool, id: string): Promise<{ quiesced: boolean } | undefined> {
-  const { rows } = await pool.query(`UPDATE replicas SET heartbeat_at = now() WHERE id = $1 AND stopped_at IS NULL RETURNING quiesced`, [id]);
+/**
+ * Refreshes this replica's heartbeat, to `now` when given (tests set the time), else the database
+ * clock; returns whether it is quiesced, or undefined when its row is gone or stopped.
+ */
+export async function replicaHeartbeat(pool: Pool, id: string, p: { now?: Date } = {}): Promise<{ quiesced: boolean } | undefined> {
+  const { rows } = await pool.query(`UPDATE replicas SET heartbeat_at = coalesce($2::timestamptz, now()) WHERE id = $1 AND stopped_at IS NULL RETURNING quiesced`, [id, p.now ?? null]);
   return rows[0] ? { quiesced: rows[0].quiesced } : undefined;
 }
 

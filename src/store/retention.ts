@@ -6,18 +6,19 @@ export interface HistoryPruned { runs: number; steps: number; logs: number }
  * Deletes one batch of finished history: up to `limit` runs that finished more than
  * `retentionDays` ago by the store's clock, oldest first, with their steps and logs. A run still
  * running (no finished_at, status running) or with anything on the queue or under a lease is
- * never touched; rows another pruner holds are skipped.
+ * never touched; rows another pruner holds are skipped. `now`, when given, stands for the store's
+ * clock (tests set the time).
  */
-export async function runHistoryPrune(client: PoolClient, p: { retentionDays: number; limit: number }): Promise<HistoryPruned> {
+export async function runHistoryPrune(client: PoolClient, p: { retentionDays: number; limit: number; now?: Date }): Promise<HistoryPruned> {
   const { rows: doomed } = await client.query(
     `SELECT id FROM runs r
       WHERE r.finished_at IS NOT NULL AND r.status <> 'running'
-        AND r.finished_at < now() - $1 * interval '1 day'
+        AND r.finished_at < coalesce($3::timestamptz, now()) - $1 * interval '1 day'
         AND NOT EXISTS (SELECT 1 FROM steps s JOIN queue_ready q ON q.step_id = s.id WHERE s.run_id = r.id)
         AND NOT EXISTS (SELECT 1 FROM step_leases l WHERE l.run_id = r.id)
       ORDER BY r.finished_at, r.id
       LIMIT $2 FOR UPDATE SKIP LOCKED`,
-    [p.retentionDays, p.limit],
+    [p.retentionDays, p.limit, p.now ?? null],
   );
   const ids = doomed.map((r) => Number(r.id));
   if (ids.length === 0) return { runs: 0, steps: 0, logs: 0 };

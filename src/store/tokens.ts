@@ -65,16 +65,17 @@ export type TokenCheck = { ok: true; token: TokenRow } | { ok: false; reason: 'u
 /**
  * Looks a presented secret up by its hash (compared again in constant time) and says whether it is
  * live by the store's clock, so every replica agrees the moment a token is revoked or expires.
- * A live token's last use is recorded in the same statement.
+ * A live token's last use is recorded in the same statement. `now`, when given, stands for the
+ * store's clock (tests set the time).
  */
-export async function tokenCheck(db: Db, kind: 'admin' | 'registration', secret: string): Promise<TokenCheck> {
+export async function tokenCheck(db: Db, kind: 'admin' | 'registration', secret: string, p: { now?: Date } = {}): Promise<TokenCheck> {
   const { rows } = await db.query(
-    `WITH t AS (SELECT id, (revoked_at IS NOT NULL) AS revoked, (expires_at IS NOT NULL AND expires_at <= now()) AS expired
+    `WITH t AS (SELECT id, (revoked_at IS NOT NULL) AS revoked, (expires_at IS NOT NULL AND expires_at <= coalesce($3::timestamptz, now())) AS expired
                   FROM tokens WHERE hash = $1 AND kind = $2)
-     UPDATE tokens SET last_used_at = CASE WHEN t.revoked OR t.expired THEN tokens.last_used_at ELSE now() END
+     UPDATE tokens SET last_used_at = CASE WHEN t.revoked OR t.expired THEN tokens.last_used_at ELSE coalesce($3::timestamptz, now()) END
        FROM t WHERE tokens.id = t.id
      RETURNING tokens.*, t.revoked, t.expired`,
-    [hashSecret(secret), kind],
+    [hashSecret(secret), kind, p.now ?? null],
   );
   const r = rows[0];
   if (!r || !secretMatches(secret, r.hash)) return { ok: false, reason: 'unknown' };

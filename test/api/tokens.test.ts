@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ReplicaPlan, ServerHandle } from '../../src/server.js';
 import { stepLogAppend } from '../../src/store/logs.js';
-import { tokenCreate } from '../../src/store/tokens.js';
+import { tokenCheck, tokenCreate } from '../../src/store/tokens.js';
 import { ROOT } from '../support/cli.js';
 import { useTestDatabase, waitFor } from '../support/db.js';
 import { insertRunner } from '../support/fleet.js';
@@ -99,6 +99,21 @@ describe('scoped tokens and revocation, on every replica', () => {
     const list = await cli(secrets.admin, 'tokens', 'list', '--json');
     const row = JSON.parse(list.stdout).tokens.find((x: { id: string }) => x.id === e.token.id);
     expect(row).toMatchObject({ scope: 'admin', expiresAt: expect.any(String), lastUsedAt: expect.any(String) });
+  });
+
+  it('expiry is judged at the time the check is given, the store\'s clock when none, and only a live check records a use', async () => {
+    const pool = db.current.pool;
+    const e = await tokenCreate(pool, { kind: 'admin', name: 'hour', scope: 'read', expiresInMs: 3_600_000 });
+    const { rows } = await pool.query(`SELECT expires_at FROM tokens WHERE id = $1`, [e.token.id]);
+    const expiresAt: Date = rows[0].expires_at;
+    // The stored expiry has microseconds, a Date only milliseconds: one millisecond either side.
+    const just = new Date(expiresAt.getTime() - 1);
+    const past = new Date(expiresAt.getTime() + 1);
+    expect(await tokenCheck(pool, 'admin', e.secret)).toMatchObject({ ok: true });
+    expect(await tokenCheck(pool, 'admin', e.secret, { now: just })).toMatchObject({ ok: true, token: { lastUsedAt: just } });
+    expect(await tokenCheck(pool, 'admin', e.secret, { now: past })).toMatchObject({ ok: false, reason: 'expired', token: { lastUsedAt: just } });
+    // The stored row is untouched by the check at a later time: now, by the store's clock, it is live.
+    expect(await tokenCheck(pool, 'admin', e.secret)).toMatchObject({ ok: true });
   });
 
   it('a removed runner, and the runners of a revoked registration token, get credential invalid on their next call', async () => {

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
-import { coordinationRelease, Coordinator, DEFAULT_TIMING, type CoordinationDeps } from '../../src/coordination/coordinator.js';
+import { coordinationRelease, Coordinator, DEFAULT_TIMING, type CoordinationDeps, type CoordinationTimes } from '../../src/coordination/coordinator.js';
 import { nextEvent } from '../../src/events.js';
 import type { LeaderDuty } from '../../src/coordination/duties.js';
 import { CoordinationState } from '../../src/coordination/state.js';
@@ -12,7 +12,7 @@ import { coordinationLeaseList, LEADER_LEASE } from '../../src/store/coordinatio
 import { replicaRegister, replicaSetQuiesced, replicaStop } from '../../src/store/replicas.js';
 import { useTestDatabase } from '../support/db.js';
 
-/** One fake clock for every in-process replica; `age` moves it and the database's timestamps together. */
+/** One fake clock for every in-process replica; `age` moves it and the time the ticks hand the store together. */
 function fakeClock(): Clock & { t: number } {
   const c = { t: 1_000_000, now: () => c.t, sleep: async () => {} };
   return c;
@@ -24,7 +24,7 @@ interface Replica {
   state: CoordinationState;
   events: EventEmitter;
   requeued: Array<{ stepId: number; fromAttempt: number; toAttempt: number; reason: string }>;
-  tick(): ReturnType<Coordinator['once']>;
+  tick(at?: CoordinationTimes): ReturnType<Coordinator['once']>;
 }
 
 describe('the coordination loop, tick by tick, across in-process replicas', () => {
@@ -32,6 +32,8 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
   const log = createLogger('silent', { pretty: false });
   let clock: ReturnType<typeof fakeClock>;
   let replicas: Replica[];
+  /** The database's time as every tick sees it: the store's clock at the start, then moved by `age`. */
+  let storeTime: number;
 
   beforeEach(async () => {
     clock = fakeClock();
@@ -39,6 +41,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await db.current.pool.query(
       `TRUNCATE replicas, coordination_leases, step_leases, queue_ready, runners, completed_attempts, pool_holds`,
     );
+    storeTime = ((await db.current.pool.query(`SELECT now() AS t`)).rows[0].t as Date).getTime();
   });
   afterEach(() => {
     for (const r of replicas) r.events.removeAllListeners();
@@ -63,25 +66,23 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
       leaderDuties,
     };
     const coordinator = new Coordinator(deps);
-    const r: Replica = { id, deps, state, events, requeued, tick: () => coordinator.once() };
+    const r: Replica = { id, deps, state, events, requeued, tick: (at) => coordinator.once({ at: { ...everyDuty(storeAt()), ...at } }) };
     replicas.push(r);
     return r;
   }
 
-  /** Time passes for everyone: the fake clock and every database timestamp move together. */
-  async function age(ms: number): Promise<void> {
+  /** The store's time as the ticks see it, `ms` on: a time to hand one duty under test. */
+  const storeAt = (ms = 0) => new Date(storeTime + ms);
+  const everyDuty = (t: Date): CoordinationTimes => ({ heartbeat: t, membership: t, leases: t, reclaim: t, liveness: t, reaping: t, retention: t });
+
+  /** Time passes for everyone: the fake clock and the time every tick hands the store move together; no row is rewritten. */
+  function age(ms: number): void {
     clock.t += ms;
-    const q = (sql: string) => db.current.pool.query(sql, [ms]);
-    const back = `$1 * interval '1 millisecond'`;
-    await q(`UPDATE replicas SET heartbeat_at = heartbeat_at - ${back}, started_at = started_at - ${back}`);
-    await q(`UPDATE coordination_leases SET expires_at = expires_at - ${back}, acquired_at = acquired_at - ${back}`);
-    await q(`UPDATE step_leases SET claimed_at = claimed_at - ${back}, expires_at = expires_at - ${back}`);
-    await q(`UPDATE runners SET last_seen_at = last_seen_at - ${back}`);
-    await q(`UPDATE completed_attempts SET done_at = done_at - ${back}`);
+    storeTime += ms;
   }
 
   async function storeOwners(): Promise<Map<number, string>> {
-    const leases = await coordinationLeaseList(db.current.pool);
+    const leases = await coordinationLeaseList(db.current.pool, { now: storeAt() });
     return new Map(leases.filter((l) => l.name.startsWith('shard:')).map((l) => [Number(l.name.slice(6)), l.holder]));
   }
 
@@ -118,7 +119,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     expect((await changed).added).toHaveLength(SHARD_COUNT);
     expect((await gained).token).toBeGreaterThan(0);
     expect(a.state.isLeader()).toBe(true);
-    const leases = await coordinationLeaseList(db.current.pool);
+    const leases = await coordinationLeaseList(db.current.pool, { now: storeAt() });
     expect(leases.filter((l) => l.holder === a.id)).toHaveLength(SHARD_COUNT + 1);
   });
 
@@ -129,7 +130,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await a.tick();
     expect(a.state.leaderToken()).toBe(first);
     const b = await replica('b-000002');
-    await age(16_000); // a goes silent; its leases lapse
+    age(16_000); // a goes silent; its leases lapse
     await b.tick();
     expect(b.state.isLeader()).toBe(true);
     expect(b.state.leaderToken()!).toBeGreaterThan(first);
@@ -168,7 +169,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await settle(all);
     const before = await storeOwners();
     const [dead, ...alive] = all;
-    await age(16_000); // dead stops ticking: its heartbeat and leases age past the window
+    age(16_000); // dead stops ticking: its heartbeat and leases age past the window
     await settle(alive, 2);
     const after = await storeOwners();
     expect(after.size).toBe(SHARD_COUNT);
@@ -185,9 +186,11 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const a = await replica('web-0a0a0a');
     const b = await replica('web-1b1b1b');
     await settle([a, b]);
-    // b's heartbeat looks stale, but a's view of b is wrong only about membership: b's leases are still valid.
-    await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '20 seconds' WHERE id = $1`, [b.id]);
-    const report = await a.tick();
+    // Seen 20 s on, b's heartbeat is stale (a's own is written at that time), but a's view of b is
+    // wrong only about membership: the leases are judged by the database clock, and b's are still valid.
+    const later = storeAt(20_000);
+    const report = await a.tick({ heartbeat: later, membership: later });
+    expect(report.live.map((m) => m.id)).toEqual([a.id]);
     expect(report.desired).toHaveLength(SHARD_COUNT);
     expect(report.owned).toEqual(shardsOf(a.id, [a.id, b.id]));
     await assertNoOverlap([a, b]);
@@ -216,7 +219,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     await settle([a, b]);
     let waited = 0;
     while (!b.state.isLeader()) {
-      await age(DEFAULT_TIMING.tickMs);
+      age(DEFAULT_TIMING.tickMs);
       waited += DEFAULT_TIMING.tickMs;
       await b.tick();
       expect(waited).toBeLessThanOrEqual(4 * DEFAULT_TIMING.tickMs);
@@ -274,7 +277,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
 
     const first = await a.tick();
     expect(first.reclaimed).toEqual([]); // still within the staleness window
-    await age(16_000);
+    age(16_000);
     const kicked = nextEvent(a.events, 'queue:enqueued');
     const report = await a.tick();
     expect(report.reclaimed.map((r) => [r.stepId, r.exposed, r.requeuedAttempt])).toEqual([
@@ -321,17 +324,19 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
   it('the leader marks silent runners watch after one poll window and offline after two', async () => {
     const a = await replica('web-0a0a0a');
     const pool = db.current.pool;
+    const t0 = storeAt();
+    const at = (ms: number) => new Date(t0.getTime() + ms);
     for (const id of ['r-fresh', 'r-one', 'r-two']) {
-      await pool.query(`INSERT INTO runners (id, name, credential_hash) VALUES ($1, $1, $1)`, [id]);
+      await pool.query(`INSERT INTO runners (id, name, credential_hash, last_seen_at) VALUES ($1, $1, $1, $2)`, [id, t0]);
     }
-    await a.tick();
-    await age(70_000); // everyone silent for 70 s: one window (50 s + grace) missed
-    await pool.query(`UPDATE runners SET last_seen_at = now() WHERE id = 'r-fresh'`);
-    const r1 = await a.tick();
+    expect((await a.tick()).liveness).toEqual([]);
+    // 70 s on, only r-fresh has polled (at that time): the others missed one window (50 s + grace).
+    const seen = (ids: string[], t: Date) => pool.query(`UPDATE runners SET last_seen_at = $2 WHERE id = ANY($1::text[])`, [ids, t]);
+    await seen(['r-fresh'], at(70_000));
+    const r1 = await a.tick({ liveness: at(70_000) });
     expect(r1.liveness.map((c) => [c.runnerId, c.to]).sort()).toEqual([['r-one', 'watch'], ['r-two', 'watch']]);
-    await age(50_000);
-    await pool.query(`UPDATE runners SET last_seen_at = now() WHERE id IN ('r-fresh', 'r-one')`);
-    const r2 = await a.tick();
+    await seen(['r-fresh', 'r-one'], at(120_000));
+    const r2 = await a.tick({ liveness: at(120_000) });
     expect(r2.liveness.map((c) => [c.runnerId, c.to]).sort()).toEqual([['r-one', 'online'], ['r-two', 'offline']]);
     const { rows } = await pool.query(`SELECT id, state FROM runners ORDER BY id`);
     expect(rows).toEqual([
@@ -355,12 +360,15 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
   it('the leader reaps replica rows past the retention unless they still hold a live lease, and prunes completed_attempts', async () => {
     const a = await replica('web-0a0a0a');
     const pool = db.current.pool;
+    const t0 = storeAt();
     await replicaRegister(pool, { id: 'old-000001', host: 'x', version: 'x' });
     await replicaRegister(pool, { id: 'old-000002', host: 'x', version: 'x' });
-    await pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '25 hours' WHERE id LIKE 'old-%'`);
-    await pool.query(`INSERT INTO coordination_leases (name, holder, token, expires_at) VALUES ('shard:5', 'old-000002', 1, now() + interval '10 seconds')`);
-    await pool.query(`INSERT INTO completed_attempts (step_id, attempt, done_at) VALUES (1, 1, now() - interval '8 days'), (2, 1, now() - interval '6 days')`);
-    const report = await a.tick();
+    // The leader's tick eight days on: the old replicas last beat now, a beats then. old-000002
+    // still holds a lease valid past that time; one attempt completed now, the other two days on.
+    const later = new Date(t0.getTime() + 8 * 86_400_000);
+    await pool.query(`INSERT INTO coordination_leases (name, holder, token, expires_at) VALUES ('shard:5', 'old-000002', 1, $1::timestamptz + interval '10 seconds')`, [later]);
+    await pool.query(`INSERT INTO completed_attempts (step_id, attempt, done_at) VALUES (1, 1, $1), (2, 1, $1::timestamptz + interval '2 days')`, [t0]);
+    const report = await a.tick({ heartbeat: later, membership: later, reaping: later, retention: later });
     expect(report.leader).toBe(true);
     expect(report.reaped).toEqual(['old-000001']);
     expect(report.pruned).toBe(1);
@@ -409,7 +417,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     // The leader goes silent: the next leader's cadence starts at its own gain, and the old one,
     // back but not leading, runs nothing.
     ran.length = 0;
-    await age(16_000);
+    age(16_000);
     expect((await b.tick()).leader).toBe(true);
     expect((await a.tick()).leader).toBe(false);
     expect(ran).toEqual(['b:tick:true:1', 'b:flaky']);
@@ -465,7 +473,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
       } else if (roll < 0.22 && alive.length > 1) {
         const victim = alive[Math.floor(rand() * alive.length)];
         alive = alive.filter((r) => r !== victim);
-        await age(DEFAULT_TIMING.stalenessMs + 1_000); // killed: everyone else's world moves on
+        age(DEFAULT_TIMING.stalenessMs + 1_000); // killed: everyone else's world moves on
       } else if (roll < 0.28 && alive.length > 1) {
         const victim = alive[Math.floor(rand() * alive.length)];
         alive = alive.filter((r) => r !== victim);
@@ -477,7 +485,7 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
         await r.tick();
         await replicaSetQuiesced(db.current.pool, { id: r.id, quiesced: false });
       } else {
-        await age(1_000);
+        age(1_000);
       }
       for (const r of [...alive].sort(() => rand() - 0.5)) {
         await r.tick();
@@ -489,6 +497,6 @@ describe('the coordination loop, tick by tick, across in-process replicas', () =
     const expected = shardAssignment(alive.map((r) => r.id));
     for (let s = 0; s < SHARD_COUNT; s++) expect(owners.get(s)).toBe(expected[s]);
     expect(alive.filter((r) => r.state.isLeader())).toHaveLength(1);
-    expect((await coordinationLeaseList(db.current.pool)).some((l) => l.name === LEADER_LEASE)).toBe(true);
+    expect((await coordinationLeaseList(db.current.pool, { now: storeAt() })).some((l) => l.name === LEADER_LEASE)).toBe(true);
   });
 });

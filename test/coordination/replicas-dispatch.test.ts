@@ -1,4 +1,5 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { TickResult } from '../../src/dispatch/dispatcher.js';
 import { nextEvent } from '../../src/events.js';
 import { shardOf } from '../../src/core/fnv.js';
 import { shardsOf } from '../../src/core/rendezvous.js';
@@ -13,8 +14,8 @@ import { leaderDuties } from '../../src/features.js';
 import { startTestServer } from '../support/server.js';
 
 // Production features with a short coordination tick, so in-process replicas converge quickly.
-const plan = (): ReplicaPlan => ({
-  coordination: { timing: { tickMs: 100 }, hooks: orchestratorHooks, leaderDuties: [leaderDuties.expirySweep] },
+const plan = (timing: { stalenessMs?: number } = {}): ReplicaPlan => ({
+  coordination: { timing: { tickMs: 100, ...timing }, hooks: orchestratorHooks, leaderDuties: [leaderDuties.expirySweep] },
   ops: true,
   dispatch: { hooks: orchestratorHooks, ownExpiryLoop: false },
 });
@@ -34,8 +35,8 @@ describe('replicas sharing one queue (in process)', () => {
     await truncateLive(db.current.pool, 'replicas, coordination_leases, queue_ready, step_leases');
   });
 
-  async function fleet(sites: Array<string | undefined>, config: { pollWindowMs?: number } = {}): Promise<ServerHandle[]> {
-    const started = await Promise.all(sites.map((site) => startTestServer(db.current.url, { config: { site, ...config }, plan: plan() })));
+  async function fleet(sites: Array<string | undefined>, config: { pollWindowMs?: number } = {}, timing: { stalenessMs?: number } = {}): Promise<ServerHandle[]> {
+    const started = await Promise.all(sites.map((site) => startTestServer(db.current.url, { config: { site, ...config }, plan: plan(timing) })));
     servers.push(...started);
     const ids = started.map((s) => s.replica.replicaId);
     // Settled: every replica has ticked with the whole fleet in view and holds exactly its rendezvous shards.
@@ -55,15 +56,44 @@ describe('replicas sharing one queue (in process)', () => {
     }
   }
 
+  /**
+   * A dispatch tick of `server` that began after this call, with a parked call in hand: the first
+   * such tick may have begun before the caller's change, the second began after the first ended.
+   * Each is asked for at once (the queue is told it changed, so the pass does not skip its tick as
+   * nothing-new) rather than waited for at the idle cadence.
+   */
+  async function tickWithParkedCall(server: ServerHandle): Promise<TickResult> {
+    const dispatcher = server.replica.dispatcher!;
+    const first = nextEvent(server.replica.events, 'dispatch:tick', (t) => t.waiters > 0);
+    dispatcher.queueChanged();
+    await first;
+    const second = nextEvent(server.replica.events, 'dispatch:tick', (t) => t.waiters > 0);
+    dispatcher.queueChanged();
+    return second;
+  }
+
+  const leaseCount = async (stepIds: number[]) => (await db.current.pool.query(`SELECT count(*)::int AS n FROM step_leases WHERE step_id = ANY($1::bigint[])`, [stepIds])).rows[0].n;
+
   it('an entry whose owner has no runner waits; once aged past the fallback window a runner parked elsewhere gets it', async () => {
-    const [a, b] = await fleet([undefined, undefined]);
+    // Poll windows far longer than the test: a poll that comes back was answered, not timed out.
+    const [a, b] = await fleet([undefined, undefined], { pollWindowMs: HOUR_MS });
     const runner = await new TestRunner(b.url).register(registration);
     const { stepIds } = await runOn(a);
-    const fresh = await runner.acquire({ wait_ms: 1_000 });
-    expect(fresh.status).toBe(204);
+    const parked = runner.acquire({ wait_ms: HOUR_MS });
+    let answered = false;
+    void parked.then(() => (answered = true));
+    await waitFor(() => b.replica.dispatcher!.registry.size === 1, { what: 'the poll parked' });
+    // b ticked with the runner in hand and the entry ready, and claimed nothing: the entry is a's
+    // and fresh. It is still on the queue, under no lease, and the poll is still parked.
+    const fresh = await tickWithParkedCall(b);
+    expect(fresh).toMatchObject({ claimed: 0, delivered: 0 });
+    expect(await leaseCount(stepIds)).toBe(0);
+    expect((await db.current.pool.query(`SELECT step_id FROM queue_ready WHERE step_id = $1`, [stepIds[0]])).rowCount).toBe(1);
+    expect(answered).toBe(false);
     // Time passes for the entry: it has now waited longer than the 15 s window.
     await db.current.pool.query(`UPDATE queue_ready SET ready_at = now() - interval '16 seconds' WHERE step_id = $1`, [stepIds[0]]);
-    const aged = await runner.acquire({ wait_ms: 5_000 });
+    b.replica.dispatcher!.queueChanged();
+    const aged = await parked;
     expect(aged.status).toBe(200);
     expect(aged.body.offers.map((o: any) => o.step_id)).toEqual(stepIds);
     const { rows } = await db.current.pool.query(`SELECT holder FROM step_leases WHERE step_id = $1`, [stepIds[0]]);
@@ -80,10 +110,16 @@ describe('replicas sharing one queue (in process)', () => {
     await replicaSetQuiesced(db.current.pool, { id: b.replica.replicaId, quiesced: true });
     await left;
     expect((await parked).status).toBe(204);
-    // New polls on the quiesced replica are held and answered empty, never matched.
-    await runOn(servers[0]);
+    // New polls on the quiesced replica are held and answered empty, never parked nor matched:
+    // the answer says it was held (a parked poll that timed out would say empty), and the entry
+    // waiting meanwhile is still under no lease.
+    const { stepIds } = await runOn(servers[0]);
+    const outcome = nextEvent(b.replica.events, 'acquire:answered');
     const again = await runner.acquire({ wait_ms: 500 });
     expect(again.status).toBe(204);
+    expect(await outcome).toEqual({ outcome: 'held', offers: 0 });
+    expect(b.replica.dispatcher!.registry.size).toBe(0);
+    expect(await leaseCount(stepIds)).toBe(0);
     expect((await fetch(`${b.url}/healthz`)).status).toBe(200);
     // Stopping a quiesced replica answers its held polls at once instead of waiting out their window.
     const registered = await new TestRunner(servers[0].url).register(registration);
@@ -97,31 +133,40 @@ describe('replicas sharing one queue (in process)', () => {
   }, 120_000);
 
   it('a site\'s stamped work falls back to another site the moment its last replica is quiesced', async () => {
-    const [a, b, c] = await fleet(['dc1', 'dc2', 'dc1']);
+    const [a, b, c] = await fleet(['dc1', 'dc2', 'dc1'], { pollWindowMs: HOUR_MS });
     const runner = await new TestRunner(a.url).register(registration);
     // A dc2-stamped entry on a shard a third replica (dc1) owns: a's runner may not take it while dc2 is live.
     const { stepIds } = await runOn(c);
     await db.current.pool.query(`UPDATE queue_ready SET site_stamp = 'dc2' WHERE step_id = $1`, [stepIds[0]]);
-    expect((await runner.acquire({ wait_ms: 800 })).status).toBe(204);
+    const parked = runner.acquire({ wait_ms: HOUR_MS });
+    let answered = false;
+    void parked.then(() => (answered = true));
+    await waitFor(() => a.replica.dispatcher!.registry.size === 1, { what: 'the poll parked' });
+    // a ticked with the runner in hand and the stamped entry ready, and claimed nothing.
+    expect(await tickWithParkedCall(a)).toMatchObject({ claimed: 0, delivered: 0 });
+    expect(await leaseCount(stepIds)).toBe(0);
+    expect(answered).toBe(false);
     await replicaSetQuiesced(db.current.pool, { id: b.replica.replicaId, quiesced: true });
     await waitFor(() => !a.replica.ownership.liveSites().has('dc2'), { what: 'dc2 out of the live sites' });
-    const res = await runner.acquire({ wait_ms: 5_000 });
+    a.replica.dispatcher!.queueChanged();
+    const res = await parked;
     expect(res.status).toBe(200);
     expect(res.body.offers.map((o: any) => o.step_id)).toEqual(stepIds);
     expect(c.replica.ownership.owned()).toContain(shardOf((await db.current.pool.query(`SELECT run_id FROM steps WHERE id = $1`, [stepIds[0]])).rows[0].run_id));
   });
 
   it('a dead replica\'s un-acked offer comes back as a new attempt and the late ack is fenced', async () => {
-    const [a, b] = await fleet([undefined, undefined]);
+    // A staleness window of 2 s (20 ticks) rather than 15 s: a replica that stops beating is dead
+    // soon enough to wait for, with nothing written into the past.
+    const [a, b] = await fleet([undefined, undefined], {}, { stalenessMs: 2_000 });
     const runner = await new TestRunner(a.url).register(registration);
     const { stepIds } = await runOn(a);
     const offered = await runner.acquire({ wait_ms: 5_000 });
     expect(offered.status).toBe(200);
     const offer = offered.body.offers[0];
     expect(offer.attempt).toBe(1);
-    // The replica dies without a word: its heartbeat stops (written into the past) and its loops with it.
+    // The replica dies without a word: its heartbeat stops and its loops with it.
     await a.halt();
-    await db.current.pool.query(`UPDATE replicas SET heartbeat_at = now() - interval '20 seconds' WHERE id = $1`, [a.replica.replicaId]);
     const tick = await nextEvent(b.replica.events, 'coordination:tick', (t) => t.reclaimed.length > 0);
     expect(tick.reclaimed).toMatchObject([{ stepId: stepIds[0], exposed: true, attempt: 1, requeuedAttempt: 2 }]);
     const late = new TestRunner(b.url);

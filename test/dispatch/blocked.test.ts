@@ -6,7 +6,7 @@ import { RecentlyClaimable, unblockOnce } from '../../src/dispatch/blocked.js';
 import type { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import type { Offer } from '../../src/dispatch/offers.js';
 import { postureLever } from '../../src/ops/domain/postures.js';
-import { fleetDrainSet, verdictInputsRead } from '../../src/store/fleet.js';
+import { fleetDrainSet, queueVerdictInputsRead } from '../../src/store/fleet.js';
 import { createPool, type Pool } from '../../src/store/pool.js';
 import { poolSlotsFree, poolLimitSet } from '../../src/store/pools.js';
 import { mapEntry } from '../../src/store/queue.js';
@@ -217,7 +217,7 @@ describe('entries no runner can take are set aside, and never hide what an idle 
         // The oracle is the planner itself, over what is left and the store as it is now, for
         // each call that got nothing: it must find nothing that call alone could take.
         const left = (await other.query(`SELECT * FROM queue_ready ORDER BY lane, position`)).rows.map(mapEntry);
-        const inputs = await verdictInputsRead(other, left);
+        const inputs = await queueVerdictInputsRead(other, { runIds: left.map((e) => e.runId), pools: left.flatMap((e) => e.pools), posture: false });
         for (const [i, x] of calls.entries()) {
           if (got[i].length > 0) continue;
           const f = inputs.runners.find((r) => r.runnerId === x.r.id)!;

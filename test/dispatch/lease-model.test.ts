@@ -108,14 +108,14 @@ async function runOp(real: Real, op: Op): Promise<Result> {
       return { kind: 'sweep', requeued: r.requeued, lost: r.lost, halted: r.halted };
     }
     case 'reclaim': {
-      // The dead replica's heartbeat is moved past the staleness window, then back.
-      await pool.query(`UPDATE replicas SET heartbeat_at = CASE WHEN id = $1 THEN now() - interval '1 hour' ELSE now() END WHERE id IN ($1, $2)`, [op.dead, op.by]);
-      try {
-        const got = await reclaimDeadPeers({ pool: deps(op.by).pool, replicaId: op.by, timing: { tickMs: 5_000, stalenessMs: 15_000, shardTtlMs: 15_000, leaderTtlMs: 15_000 }, hooks: orchestratorHooks });
-        return { kind: 'reclaim', stepIds: got.map((g) => g.stepId).sort((a, b) => a - b) };
-      } finally {
-        await pool.query(`UPDATE replicas SET heartbeat_at = now() WHERE id = $1`, [op.dead]);
-      }
+      // Judged an hour on, the other replica's heartbeat is past the staleness window (the
+      // reclaiming one never takes back its own claims); nothing is rewritten.
+      const { rows } = await pool.query(`SELECT now() + interval '1 hour' AS t`);
+      const got = await reclaimDeadPeers(
+        { pool: deps(op.by).pool, replicaId: op.by, timing: { tickMs: 5_000, stalenessMs: 15_000, shardTtlMs: 15_000, leaderTtlMs: 15_000 }, hooks: orchestratorHooks },
+        { now: rows[0].t },
+      );
+      return { kind: 'reclaim', stepIds: got.map((g) => g.stepId).sort((a, b) => a - b) };
     }
     case 'cancel': {
       const r = await runCancel(pool, op.runId, { actor: 'model' });

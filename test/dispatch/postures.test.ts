@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expireOnce } from '../../src/dispatch/lifecycle.js';
+import { postureExpiryPass } from '../../src/dispatch/postures.js';
 import { LeverInputError, parseUntil, postureLever } from '../../src/ops/domain/postures.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
@@ -95,5 +96,19 @@ describe('postures: reason, actor, until, and what each one holds', () => {
     // Lifted at or after its time by the store's clock, never before.
     expect(new Date(lift.at).getTime()).toBeGreaterThanOrEqual(new Date(lift.detail.until).getTime());
     expect((await pool().query('SELECT count(*)::int AS n FROM posture_holds')).rows[0].n).toBe(0);
+  });
+
+  it('the leader\'s pass judges --until at the time it is given: not a moment before, and at it', async () => {
+    const pulled = await postureLever(pool(), { fields: ['system_quiesced'], value: true, reason: 'window', until: parseUntil('1h'), actor: 'cli:dave' });
+    const until = new Date(pulled.posture.holds[0].until!);
+    const leader = { pool: pool(), replicaId: 'leader-test' };
+    expect(await postureExpiryPass(leader, { now: new Date(until.getTime() - 1) })).toEqual([]);
+    expect((await pool().query('SELECT system_quiesced FROM fleet_posture')).rows[0].system_quiesced).toBe(true);
+    // The stored until has microseconds, a Date only milliseconds: one past it is past it.
+    const lifted = await postureExpiryPass(leader, { now: new Date(until.getTime() + 1) });
+    expect(lifted.map((h) => [h.posture, h.actor])).toEqual([['system_quiesced', 'cli:dave']]);
+    expect((await pool().query('SELECT system_quiesced FROM fleet_posture')).rows[0].system_quiesced).toBe(false);
+    const { rows } = await pool().query(`SELECT actor, source FROM audit_log WHERE detail->>'posture' = 'system_quiesced' AND source = 'until'`);
+    expect(rows).toEqual([{ actor: 'leader:leader-test', source: 'until' }]);
   });
 });

@@ -43,9 +43,11 @@ describe('history retention', () => {
 
     // Nothing left to prune: a pass is a cheap no-op.
     expect(await historyPruneOnce(pool(), { retentionDays: 30 })).toEqual({ runs: 0, steps: 0, logs: 0, batches: 0 });
-    // A shorter retention takes the recent one through the leader pass.
-    const pass = await historyRetentionPass({ pool: pool(), log: createLogger('silent', { pretty: false }), config: { runsRetentionDays: 1 } });
-    expect(pass.runs).toBe(1);
+    // Four weeks on, the recent one is past the retention too, through the leader pass given that time.
+    const { rows } = await pool().query(`SELECT now() + interval '28 days' AS t`);
+    const leader = { pool: pool(), log: createLogger('silent', { pretty: false }), config: { runsRetentionDays: 30 } };
+    expect((await historyRetentionPass(leader, { now: new Date(rows[0].t.getTime() - 2 * 86_400_000) })).runs).toBe(0);
+    expect((await historyRetentionPass(leader, { now: rows[0].t })).runs).toBe(1);
     expect(await ids()).toEqual(['old-running', 'old-queued']);
   });
 

@@ -53,8 +53,8 @@ describe('a webhook answers only while the token that created it is live', () =>
     return { status: res.status, body: (await res.json()) as any };
   };
   const cli = (args: string[]) => runInProcess([...args, '--server', server.url, '--token', admin.secret, '--home', home]);
-  const launch = () =>
-    launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), deferred: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true });
+  const launch = (now?: Date) =>
+    launchOnce({ pool: db.current.pool, log: createLogger('silent', { pretty: false }), deferred: new DeferredLaunches(), timing: DEFAULT_LAUNCH_TIMING, isLeader: () => true }, now);
 
   it('revoked: the webhook answers 401 and records nothing; its one-shot still fires; an admin rotate re-owns it', async () => {
     const ci = await tokenCreate(db.current.pool, { kind: 'admin', name: 'ci-deploy', scope: 'runs' });
@@ -83,8 +83,8 @@ describe('a webhook answers only while the token that created it is live', () =>
     expect(human.stdout).toContain(`owner: token ci-deploy (${ci.token.id}), revoked: the webhook answers 401 until an admin runs 'opschain triggers webhook rotate'`);
 
     // Schedules and one-shots mint no credential: the one-shot added with the revoked token fires.
-    await db.current.pool.query(`UPDATE one_shots SET fire_at = now() - interval '1 second' WHERE id = $1`, [shot.body.id]);
-    const pass = await launch();
+    const { rows: later } = await db.current.pool.query(`SELECT fire_at + interval '1 second' AS t FROM one_shots WHERE id = $1`, [shot.body.id]);
+    const pass = await launch(later[0].t);
     expect(pass.fired.map((f) => f.triggerId).sort()).toEqual([hook.body.id, shot.body.id].sort());
 
     // Only an admin re-owns it: the revoked token is refused, a live runs token lacks the scope.
