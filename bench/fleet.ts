@@ -220,16 +220,46 @@ async function backlogPart(env: BenchEnv, deploy: Deploy, fleetOf: FleetOf, note
     const arriving = cpu0 === null ? null : ((server.cpuMs()! - cpu0) / (performance.now() - t0)) * 100;
     env.progress(`fleet: ${n(runners)} parked over the backlog, sampling ${sizes.fleetSampleMs / 1000} s`);
     const parked = await sample(env, d, sizes.fleetSampleMs);
-    await fleet.stop();
-    if (fleet.counters.offers > 0) notes.push(`fleet backlog: ${fleet.counters.offers} offers made although no runner has the label`);
+    const offersBefore = fleet.counters.offers;
     if (parked.cpuPct !== null) {
       figures.push(
         capped(`server CPU, ${n(runners)} parked over an unplaceable backlog (% of a core)`, parked.cpuPct, '%', 10, '≤ 10', `${n(sizes.fleetBacklog)} entries; while they registered and parked: ${arriving === null ? '—' : round(arriving, 3)}%; statements/s parked: ${parked.statementsPerSec === null ? '—' : round(parked.statementsPerSec, 3)}`),
       );
     }
     notes.push(`fleet backlog: most frequent statements parked: ${parked.top}`);
+    figures.push(...(await busyBacklog(env, d, fleetOf, runners, notes)));
+    await fleet.stop();
+    if (offersBefore > 0) notes.push(`fleet backlog: ${offersBefore} offers made although no runner has the label`);
+    if (fleet.counters.offers > offersBefore) notes.push(`fleet backlog: ${fleet.counters.offers - offersBefore} offers made to the parked fleet, which lacks the busy runner's label`);
   } finally {
     await d.stop();
   }
   return figures;
+}
+
+/**
+ * The same runners parked over a backlog that one registered runner could take but is busy with:
+ * a runner with the only matching label takes one entry and keeps it (it acks and never completes
+ * within the sample), so the rest wait for its capacity. Nothing sets such entries aside (only
+ * capacity stops them), so they stay at the head of the claim path while the fleet re-polls.
+ */
+async function busyBacklog(env: BenchEnv, d: Deployment, fleetOf: FleetOf, runners: number, notes: string[]): Promise<Figure[]> {
+  const { sizes } = env;
+  // Stops after its first offer is acked: the completion it would carry on its next acquire is never sent.
+  const busy: SimFleet = fleetOf(d, 1, 1, { namePrefix: 'backlog-busy', waitMs: sizes.fleetWaitMs, labels: ['bench-busy'], onOffer: () => void busy.stop() });
+  await busy.register();
+  busy.start();
+  env.progress(`fleet: ${n(sizes.fleetBacklog)} entries only a busy runner can take, under ${n(runners)} parked runners`);
+  await prequeue(d.pool, { entries: sizes.fleetBacklog, stepsPerRun: 50, label: 'fleet-busy', requirement: { labels: ['bench-busy'] }, progress: env.progress });
+  await queueNotify(d.pool);
+  await busy.until((c) => c.acks > 0, 60_000, 'the busy runner to take one entry');
+  await busy.stop();
+  const { rows } = await d.pool.query(`SELECT count(*)::int AS n FROM queue_ready WHERE blocked_on IS NULL AND requirement->'labels' ? 'bench-busy'`);
+  env.progress(`fleet: sampling ${sizes.fleetSampleMs / 1000} s over ${n(rows[0].n)} entries waiting for the busy runner`);
+  const s = await sample(env, d, sizes.fleetSampleMs);
+  notes.push(`fleet busy backlog: ${rows[0].n} entries in the claim path when sampled; most frequent statements: ${s.top}`);
+  if (s.cpuPct === null) return [];
+  return [
+    capped(`server CPU, ${n(runners)} parked over a backlog waiting for a busy runner (% of a core)`, s.cpuPct, '%', 10, '≤ 10', `statements/s: ${s.statementsPerSec === null ? '—' : round(s.statementsPerSec, 3)}`),
+  ];
 }
