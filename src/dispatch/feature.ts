@@ -83,7 +83,8 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
     once: async () => {
       const r = await dispatcher.pass();
       wait = nextPollMs(r, wait);
-      return wait;
+      // A sighting of unplaceable work is claimed again once it lapses, however long the idle wait.
+      return Math.min(wait, dispatcher.unplaceable.msLeft() ?? wait);
     },
   });
   // Blocked entries are checked beside the ticks, never ahead of one: a check reads the fleet,

@@ -84,6 +84,11 @@ export class UnplaceableSeen {
     return this.at !== null && this.key === key && this.now() - this.at < this.validMs;
   }
 
+  /** How long the sighting still holds, or null when there is none: the loop claims again no later. */
+  msLeft(): number | null {
+    return this.at === null ? null : Math.max(0, this.validMs - (this.now() - this.at));
+  }
+
   /** Whether this call, parked since the sighting, could take one of its entries. */
   matters(call: ParkedAcquire): boolean {
     if (this.anyCall) return true;

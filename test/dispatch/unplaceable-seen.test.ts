@@ -20,9 +20,12 @@ describe('UnplaceableSeen', () => {
     let now = 0;
     const seen = new UnplaceableSeen(() => now, 250, 1_000);
     const sighting = { stepIds: [1], codes: ['no_waiter_matches' as const], placements: [] };
+    expect(seen.msLeft()).toBeNull();
     seen.saw(seen.mark(), 'a', sighting);
     expect([seen.holds('a'), seen.holds('b')]).toEqual([true, false]);
-    now += 250;
+    now += 100;
+    expect(seen.msLeft()).toBe(150);
+    now += 150;
     expect(seen.holds('a')).toBe(false);
     // Seen again with nothing changed between: valid twice as long, up to the cap.
     for (const valid of [500, 1_000, 1_000]) {
