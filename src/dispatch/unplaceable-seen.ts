@@ -41,8 +41,9 @@ export interface UnplacedSighting {
  *    reading only their runners;
  *  - another shard or lane set (`key`);
  *  - the sighting's validity ran out: from `minMs`, doubling with each sighting no change came
- *    between, up to `maxMs`. What nothing announces (a drain lifted, a runner's lease ended on
- *    another replica, a retry's backoff) is seen then.
+ *    between, up to `maxMs`. What nothing announces (a drain lifted, a retry's backoff) is seen
+ *    then. A sighting that capacity may end stays at `minMs`: a runner parked here may free its
+ *    load by completing on another replica.
  */
 export class UnplaceableSeen {
   private at: number | null = null;
@@ -107,6 +108,9 @@ export class UnplaceableSeen {
     this.at = this.now();
     this.key = key;
     this.add(s);
+    // Capacity may be freed where nothing here hears of it (a runner parked here completing on
+    // another replica): such a sighting is claimed again at the busy cadence, never backed off.
+    if (this.anyCall) this.validMs = this.nextValidMs = this.minMs;
   }
 
   /**

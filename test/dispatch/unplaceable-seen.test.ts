@@ -42,6 +42,12 @@ describe('UnplaceableSeen', () => {
     seen.saw(seen.mark(), 'a', sighting);
     now += 250;
     expect(seen.holds('a')).toBe(false);
+    // What capacity may end is never backed off: the busy cadence.
+    const busy = { stepIds: [1], codes: ['busy_by_load' as const], placements: [] };
+    seen.saw(seen.mark(), 'a', busy);
+    seen.saw(seen.mark(), 'a', busy);
+    now += 250;
+    expect(seen.holds('a')).toBe(false);
   });
 
   it('a change while the tick ran voids what it saw', () => {
