@@ -239,21 +239,29 @@ async function backlogPart(env: BenchEnv, deploy: Deploy, fleetOf: FleetOf, note
 
 /**
  * The same runners parked over a backlog that one registered runner could take but is busy with:
- * a runner with the only matching label takes one entry and keeps it (it acks and never completes
- * within the sample), so the rest wait for its capacity. Nothing sets such entries aside (only
- * capacity stops them), so they stay at the head of the claim path while the fleet re-polls.
+ * the runner with the only matching label holds one of the entries (its lease written straight
+ * into the store, acked and executing, as if it had taken it and were running it), so the rest
+ * wait for its capacity. Nothing sets such entries aside (only capacity stops them), so they stay
+ * at the head of the claim path while the fleet re-polls. The busy runner never polls: it is
+ * marked offline (and its entries set aside) only after two poll windows, past the sample.
  */
 async function busyBacklog(env: BenchEnv, d: Deployment, fleetOf: FleetOf, runners: number, notes: string[]): Promise<Figure[]> {
   const { sizes } = env;
-  // Stops after its first offer is acked: the completion it would carry on its next acquire is never sent.
-  const busy: SimFleet = fleetOf(d, 1, 1, { namePrefix: 'backlog-busy', waitMs: sizes.fleetWaitMs, labels: ['bench-busy'], onOffer: () => void busy.stop() });
+  const busy = fleetOf(d, 1, 1, { namePrefix: 'backlog-busy', waitMs: sizes.fleetWaitMs, labels: ['bench-busy'] });
   await busy.register();
-  busy.start();
   env.progress(`fleet: ${n(sizes.fleetBacklog)} entries only a busy runner can take, under ${n(runners)} parked runners`);
   await prequeue(d.pool, { entries: sizes.fleetBacklog, stepsPerRun: 50, label: 'fleet-busy', requirement: { labels: ['bench-busy'] }, progress: env.progress });
+  await d.pool.query(
+    `WITH q AS (DELETE FROM queue_ready WHERE step_id = (SELECT step_id FROM queue_ready WHERE requirement->'labels' ? 'bench-busy' ORDER BY step_id LIMIT 1) RETURNING *)
+     INSERT INTO step_leases (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel,
+                              site_stamp, ready_at, enqueued_at, position, holder, delivered_at, acked_at, executing, runner_id, expires_at)
+     SELECT q.step_id, q.run_id, q.shard, q.attempt, q.priority, q.lane, q.fair_key, q.weight, q.pools, q.requirement, q.load, q.run_scope, q.max_parallel,
+            q.site_stamp, q.ready_at, q.enqueued_at, q.position, 'bench', now(), now(), true, r.id, now() + interval '1 hour'
+       FROM q, runners r WHERE r.name LIKE 'backlog-busy-%'`,
+  );
   await queueNotify(d.pool);
-  await busy.until((c) => c.acks > 0, 60_000, 'the busy runner to take one entry');
-  await busy.stop();
+  // The first ticks judge the entries over the whole fleet (busy, so they stay claimable).
+  await new Promise((r) => setTimeout(r, 2_000));
   const { rows } = await d.pool.query(`SELECT count(*)::int AS n FROM queue_ready WHERE blocked_on IS NULL AND requirement->'labels' ? 'bench-busy'`);
   env.progress(`fleet: sampling ${sizes.fleetSampleMs / 1000} s over ${n(rows[0].n)} entries waiting for the busy runner`);
   const s = await sample(env, d, sizes.fleetSampleMs);
