@@ -220,16 +220,54 @@ async function backlogPart(env: BenchEnv, deploy: Deploy, fleetOf: FleetOf, note
     const arriving = cpu0 === null ? null : ((server.cpuMs()! - cpu0) / (performance.now() - t0)) * 100;
     env.progress(`fleet: ${n(runners)} parked over the backlog, sampling ${sizes.fleetSampleMs / 1000} s`);
     const parked = await sample(env, d, sizes.fleetSampleMs);
-    await fleet.stop();
-    if (fleet.counters.offers > 0) notes.push(`fleet backlog: ${fleet.counters.offers} offers made although no runner has the label`);
+    const offersBefore = fleet.counters.offers;
     if (parked.cpuPct !== null) {
       figures.push(
         capped(`server CPU, ${n(runners)} parked over an unplaceable backlog (% of a core)`, parked.cpuPct, '%', 10, '≤ 10', `${n(sizes.fleetBacklog)} entries; while they registered and parked: ${arriving === null ? '—' : round(arriving, 3)}%; statements/s parked: ${parked.statementsPerSec === null ? '—' : round(parked.statementsPerSec, 3)}`),
       );
     }
     notes.push(`fleet backlog: most frequent statements parked: ${parked.top}`);
+    figures.push(...(await busyBacklog(env, d, fleetOf, runners, notes)));
+    await fleet.stop();
+    if (offersBefore > 0) notes.push(`fleet backlog: ${offersBefore} offers made although no runner has the label`);
+    if (fleet.counters.offers > offersBefore) notes.push(`fleet backlog: ${fleet.counters.offers - offersBefore} offers made to the parked fleet, which lacks the busy runner's label`);
   } finally {
     await d.stop();
   }
   return figures;
+}
+
+/**
+ * The same runners parked over a backlog that one registered runner could take but is busy with:
+ * the runner with the only matching label holds one of the entries (its lease written straight
+ * into the store, acked and executing, as if it had taken it and were running it), so the rest
+ * wait for its capacity. Nothing sets such entries aside (only capacity stops them), so they stay
+ * at the head of the claim path while the fleet re-polls. The busy runner never polls: it is
+ * marked offline (and its entries set aside) only after two poll windows, past the sample.
+ */
+async function busyBacklog(env: BenchEnv, d: Deployment, fleetOf: FleetOf, runners: number, notes: string[]): Promise<Figure[]> {
+  const { sizes } = env;
+  const busy = fleetOf(d, 1, 1, { namePrefix: 'backlog-busy', waitMs: sizes.fleetWaitMs, labels: ['bench-busy'] });
+  await busy.register();
+  env.progress(`fleet: ${n(sizes.fleetBacklog)} entries only a busy runner can take, under ${n(runners)} parked runners`);
+  await prequeue(d.pool, { entries: sizes.fleetBacklog, stepsPerRun: 50, label: 'fleet-busy', requirement: { labels: ['bench-busy'] }, progress: env.progress });
+  await d.pool.query(
+    `WITH q AS (DELETE FROM queue_ready WHERE step_id = (SELECT step_id FROM queue_ready WHERE requirement->'labels' ? 'bench-busy' ORDER BY step_id LIMIT 1) RETURNING *)
+     INSERT INTO step_leases (step_id, run_id, shard, attempt, priority, lane, fair_key, weight, pools, requirement, load, run_scope, max_parallel,
+                              site_stamp, ready_at, enqueued_at, position, holder, delivered_at, acked_at, executing, runner_id, expires_at)
+     SELECT q.step_id, q.run_id, q.shard, q.attempt, q.priority, q.lane, q.fair_key, q.weight, q.pools, q.requirement, q.load, q.run_scope, q.max_parallel,
+            q.site_stamp, q.ready_at, q.enqueued_at, q.position, 'bench', now(), now(), true, r.id, now() + interval '1 hour'
+       FROM q, runners r WHERE r.name LIKE 'backlog-busy-%'`,
+  );
+  await queueNotify(d.pool);
+  // The first ticks judge the entries over the whole fleet (busy, so they stay claimable).
+  await new Promise((r) => setTimeout(r, 2_000));
+  const { rows } = await d.pool.query(`SELECT count(*)::int AS n FROM queue_ready WHERE blocked_on IS NULL AND requirement->'labels' ? 'bench-busy'`);
+  env.progress(`fleet: sampling ${sizes.fleetSampleMs / 1000} s over ${n(rows[0].n)} entries waiting for the busy runner`);
+  const s = await sample(env, d, sizes.fleetSampleMs);
+  notes.push(`fleet busy backlog: ${rows[0].n} entries in the claim path when sampled; most frequent statements: ${s.top}`);
+  if (s.cpuPct === null) return [];
+  return [
+    capped(`server CPU, ${n(runners)} parked over a backlog waiting for a busy runner (% of a core)`, s.cpuPct, '%', 10, '≤ 10', `statements/s: ${s.statementsPerSec === null ? '—' : round(s.statementsPerSec, 3)}`),
+  ];
 }

@@ -8,7 +8,7 @@ import { fleetParkedRead, fleetRead } from '../store/fleet.js';
 import type { DeliveredLease, OfferDetail } from '../store/leases.js';
 import { withClient, withTransaction, type Pool, type PoolClient } from '../store/pool.js';
 import type { PostureField } from '../store/posture.js';
-import { queueClaim, type ClaimParams } from '../store/queue.js';
+import { freedKeyOf, queueClaim, type ClaimParams } from '../store/queue.js';
 import type { EventEmitter } from 'node:events';
 import { blockUnplaceable, type RecentlyClaimable } from './blocked.js';
 import { commitDeliveries, type CommittedDeliveries } from './commit-deliveries.js';
@@ -21,6 +21,7 @@ import { toOffer, type Offer } from './offers.js';
 import { offersStoppedBy } from './postures.js';
 import { QueueSeen } from './queue-seen.js';
 import { TickLedger } from './tick-ledger.js';
+import { placementKey, UnplaceableSeen, type UnplacedSighting } from './unplaceable-seen.js';
 import { runnerIdsOf, slotsOf, TickWaiters } from './tick-waiters.js';
 import { WaiterRegistry, type ParkedAcquire } from './waiters.js';
 
@@ -82,11 +83,22 @@ interface TickPlan {
   unplaced: QueueEntry[];
 }
 
+/** The tick's plan found no call that could take anything (every one drained or full): it learnt nothing of its claims. */
+const NONE_OPEN = Symbol('no open call');
+
+/** What a tick tells the memory of unplaced work (UnplaceableSeen): what its last plan left unplaced, and whom it planned over. */
+interface TickSighting {
+  sighting?: UnplacedSighting | typeof NONE_OPEN;
+  /** The tick is over calls that parked since the sighting: only such calls join it. */
+  arrivalsOnly: boolean;
+}
+
 /** What a tick's attempts share and report through: the tick's result and what its claims met. */
 interface TickState {
   result: TickResult;
   /** A claim of this tick held an entry that needs its lock (needsLock). */
   lockNeeded: boolean;
+  seen: TickSighting;
 }
 
 /** One attempt of a tick: the calls it plans over, on one client, locking its claims or not. */
@@ -127,6 +139,8 @@ export class Dispatcher implements DispatchDeps {
   readonly registry = new WaiterRegistry();
   readonly fair = new FairShare();
   readonly seen: QueueSeen;
+  /** What the last tick that placed none of its claims saw: passes skip the tick while it holds. */
+  readonly unplaceable: UnplaceableSeen;
   readonly groupCommit: LeaseGroupCommit;
   /** The last tick found offers stopped by a posture: the next reads the posture alone before it claims. */
   private stoppedLastTick = false;
@@ -156,6 +170,7 @@ export class Dispatcher implements DispatchDeps {
     this.traceSampler = opts.traceSampler;
     this.traceLeases = opts.traceLeases;
     this.seen = new QueueSeen(opts.now ?? (() => Date.now()), POLL_BUSY_MS);
+    this.unplaceable = new UnplaceableSeen(opts.now ?? (() => Date.now()), POLL_BUSY_MS, POLL_IDLE_MS);
     this.groupCommit = new LeaseGroupCommit(this);
   }
 
@@ -165,8 +180,30 @@ export class Dispatcher implements DispatchDeps {
   /** Entries were put back on the queue here: what the last claim saw no longer holds. Wakes the loop. */
   queueChanged = (): void => {
     this.seen.changed();
+    this.unplaceable.changed();
     this.wake();
   };
+
+  /**
+   * Something that may let a claim no parked call could take be placed: a lease ended here (a
+   * run's step done, a runner's load freed), a pool released on any replica. Wakes the loop.
+   */
+  placementChanged = (): void => {
+    this.unplaceable.changed();
+    this.wake();
+  };
+
+  /**
+   * A notice on the queue channel: work queued anywhere, or a pool slot freed on any replica.
+   * Returns the blocking key a release names (`pool:NAME`: entries set aside on it are to be
+   * checked), or null.
+   */
+  queueNotice(payload?: string): string | null {
+    const key = freedKeyOf(payload);
+    if (key === null) this.queueChanged();
+    else this.placementChanged();
+    return key;
+  }
 
   /** The loop that runs this dispatcher's passes: kicks wake it. */
   wakeWith(wake: () => void): void {
@@ -175,7 +212,10 @@ export class Dispatcher implements DispatchDeps {
 
   /**
    * One pass of the dispatch loop: a tick, or none (null) while the last claim saw nothing due for
-   * this replica and nothing since says otherwise (QueueSeen).
+   * this replica and nothing since says otherwise (QueueSeen), or while the last tick placed none
+   * of what it claimed and nothing since could change that (UnplaceableSeen). Calls that parked
+   * since and could take some of it are planned over alone: their runners are read, not every
+   * parked one.
    */
   async pass(): Promise<TickResult | null> {
     const key = this.queueKey();
@@ -184,9 +224,19 @@ export class Dispatcher implements DispatchDeps {
       this.registry.answerOneTick();
       return null;
     }
+    let arrivals: ParkedAcquire[] | undefined;
+    if (this.unplaceable.holds(key)) {
+      arrivals = this.registry.arrived().filter((c) => this.unplaceable.matters(c));
+      if (arrivals.length === 0) {
+        // A tick would have claimed the same entries and answered these calls empty.
+        this.registry.answerOneTick();
+        return null;
+      }
+    }
     const mark = this.seen.mark();
-    const result = await this.tick();
+    const result = await this.tick(arrivals);
     if (result.tookAll) this.seen.sawEmpty(mark, key);
+    if (arrivals && this.unplaceable.holds(key)) this.registry.answerOneTick();
     return result;
   }
 
@@ -195,14 +245,19 @@ export class Dispatcher implements DispatchDeps {
    * and deliver them. An entry no parked runner can take is never moved: it keeps its place in
    * the queue.
    */
-  async tick(): Promise<TickResult> {
-    const calls = this.registry.snapshot();
+  async tick(arrivals?: ParkedAcquire[]): Promise<TickResult> {
+    const calls = arrivals ? this.registry.hold(arrivals) : this.registry.snapshot();
+    const mark = this.unplaceable.mark();
+    const key = this.queueKey();
+    const seen: TickSighting = { arrivalsOnly: arrivals !== undefined };
     try {
-      const result = await this.tickOver(calls);
+      const result = await this.tickOver(calls, seen);
       if (result.waiters > 0) this.idleLastTick = result.tookAll && result.claimed === 0;
+      this.noteUnplaced(mark, key, result, seen);
       return result;
     } catch (err) {
       this.idleLastTick = false;
+      this.unplaceable.forget();
       // Its delivery may have committed: the callers retry their request ids and find it.
       this.registry.failUnanswered(calls, err);
       throw err;
@@ -226,7 +281,7 @@ export class Dispatcher implements DispatchDeps {
    * COMMIT), and no row-lock record per entry. Otherwise the tick claims `FOR UPDATE SKIP LOCKED`
    * in the transaction that delivers.
    */
-  private async tickOver(calls: ParkedAcquire[]): Promise<TickResult> {
+  private async tickOver(calls: ParkedAcquire[], seen: TickSighting): Promise<TickResult> {
     const result: TickResult = { waiters: calls.length, claimed: 0, delivered: 0, returned: 0, stoppedBy: null, blocked: 0, tookAll: false };
     if (calls.length === 0) return result;
     // The posture and the parked runners in one read, on another connection while this one sends
@@ -248,7 +303,7 @@ export class Dispatcher implements DispatchDeps {
     // Without the orchestrator's write riding on the delivery, the steps' start is a statement of
     // its own, which must share the delivery's transaction.
     const unlocked = this.hooks.stepsStartedWithDelivery !== undefined && !this.lockedLastTick;
-    const state: TickState = { result, lockNeeded: false };
+    const state: TickState = { result, lockNeeded: false, seen };
     let delivered = unlocked ? await withClient(this.pool, (client) => this.attempt(state, { client, calls, parkedRead, locked: false, lean })) : NEEDS_LOCKS;
     if (delivered === NEEDS_LOCKS) {
       this.lockedLastTick = true;
@@ -343,7 +398,10 @@ export class Dispatcher implements DispatchDeps {
     const parked = lean ? await fleetParkedRead(client, runnerIdsOf(calls)) : atStart;
     waiters.add(calls, parked.runners);
     // No call here can take anything: what the first claim found stays where it was.
-    if (waiters.open().length === 0) return null;
+    if (waiters.open().length === 0) {
+      state.seen.sighting = NONE_OPEN;
+      return null;
+    }
     let after: { lane: number; position: number } | undefined;
     // Claims no waiter could take yet (still locked by this transaction, when it locks): planned
     // again with the next page (a call that joined may take them), and left in place.
@@ -359,7 +417,7 @@ export class Dispatcher implements DispatchDeps {
       // Only calls this tick can still serve in full join it: a call answered after one tick
       // (it carried completions) must not be answered short for want of claim budget. The first
       // page's claim was sent with the tick's start: calls that parked since join the next one.
-      const more = page === 0 ? [] : this.registry.joiners(MAX_CLAIMED - result.claimed - openSlots());
+      const more = page === 0 ? [] : this.registry.joiners(MAX_CLAIMED - result.claimed - openSlots(), state.seen.arrivalsOnly);
       if (more.length > 0) {
         calls.push(...more);
         const late = await fleetParkedRead(client, runnerIdsOf(more));
@@ -397,7 +455,30 @@ export class Dispatcher implements DispatchDeps {
     }
     result.returned = unplaced.length;
     const blockable = why.filter((r) => !CAPACITY_RETURNS.has(r.code)).map((r) => r.entry);
+    // A runner executing a run-scoped run takes that run's work alone: its call says nothing of
+    // what a call placed like it could take.
+    const free = waiters.open().filter((w) => !waiters.runnerRuns.has(w.runnerId));
+    state.seen.sighting = { stepIds: why.map((r) => r.entry.stepId), codes: why.map((r) => r.code), placements: free.map(placementKey) };
     return { ledger, waiters, lastShort, unplaced: blockable };
+  }
+
+  /**
+   * What the memory of unplaced work learns from a tick: a tick over every parked call that claimed
+   * entries and left each in place (none delivered, none set aside) is a sighting; a tick over
+   * calls that parked since extends it when it met only entries the sighting holds; anything
+   * else drops it.
+   */
+  private noteUnplaced(mark: number, key: string, result: TickResult, seen: TickSighting): void {
+    const { sighting } = seen;
+    const placedNone = result.stoppedBy === null && result.delivered === 0 && result.blocked === 0 && result.claimed > 0 && result.returned === result.claimed;
+    if (seen.arrivalsOnly) {
+      // Calls that can take nothing at all (drained, full) change nothing of what was seen.
+      if (sighting === NONE_OPEN && result.stoppedBy === null) return;
+      this.unplaceable.extend(mark, placedNone && sighting !== undefined && sighting !== NONE_OPEN ? sighting : null);
+      return;
+    }
+    if (placedNone && sighting !== undefined && sighting !== NONE_OPEN) this.unplaceable.saw(mark, key, sighting);
+    else this.unplaceable.forget();
   }
 
   /** What a tick that delivered does once its delivery has committed: fair share, events, the answers. */

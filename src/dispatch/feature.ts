@@ -83,7 +83,8 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
     once: async () => {
       const r = await dispatcher.pass();
       wait = nextPollMs(r, wait);
-      return wait;
+      // A sighting of unplaceable work is claimed again once it lapses, however long the idle wait.
+      return Math.min(wait, dispatcher.unplaceable.msLeft() ?? wait);
     },
   });
   // Blocked entries are checked beside the ticks, never ahead of one: a check reads the fleet,
@@ -105,19 +106,29 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
   dispatcher.wakeWith(() => loop.kick());
   loops.push(loop);
   const onEnqueued = () => dispatcher.queueChanged();
-  const onCompleted = (c: { freed: string[] }) => {
-    if (c.freed.length === 0) return;
-    unblock.nudge(c.freed, env.clock.now());
+  const freed = (keys: string[]) => {
+    unblock.nudge(keys, env.clock.now());
     unblockLoop.kick();
+  };
+  // A lease ended here: a run's step done, a runner's load freed, maybe a pool slot.
+  const onCompleted = (c: { freed: string[] }) => {
+    dispatcher.placementChanged();
+    if (c.freed.length > 0) freed(c.freed);
   };
   // A quiesced replica answers its parked polls empty at once, so its runners fail over.
   const onMembership = (p: { member: boolean }) => {
     if (!p.member) registry.drainAll();
   };
-  const stopListening = [on(env.events, 'queue:enqueued', onEnqueued), on(env.events, 'lease:completed', onCompleted), on(env.events, 'membership:changed', onMembership)];
-  const listener = listenChannel(env.listenUrl, QUEUE_CHANNEL, () => dispatcher.queueChanged(), (err) => {
+  const stopListening = [on(env.events, 'queue:enqueued', onEnqueued), on(env.events, 'lease:completed', onCompleted), on(env.events, 'lease:expired', () => dispatcher.placementChanged()), on(env.events, 'membership:changed', onMembership)];
+  // Work queued anywhere, or a pool slot freed on any replica (its entries set aside are checked at once).
+  const onQueueNotice = (payload?: string) => {
+    const key = dispatcher.queueNotice(payload);
+    if (key !== null) freed([key]);
+  };
+  const listener = listenChannel(env.listenUrl, QUEUE_CHANNEL, onQueueNotice, (err) => {
     // Notifications sent while it reconnects are lost: claim again rather than trust the last sighting.
     dispatcher.seen.changed();
+    dispatcher.unplaceable.changed();
     log.debug({ err: err.message }, 'queue listener reconnecting');
   });
   if (opts.ownExpiryLoop !== false) {

@@ -34,6 +34,8 @@ export interface ParkedAcquire {
 export class WaiterRegistry {
   private parked = new Map<number, ParkedAcquire>();
   private seq = 0;
+  /** Calls parked since the last snapshot (or the last `arrived`), oldest first; settled ones are pruned lazily. */
+  private arrivals: ParkedAcquire[] = [];
 
   park(p: Omit<ParkedAcquire, 'seq' | 'settled' | 'reserved' | 'handOff' | 'expired' | 'deliver' | 'fail'>, timeoutMs: number, signal?: AbortSignal): { acquire: ParkedAcquire; offers: Promise<Offer[]> } {
     let resolveOffers!: (o: Offer[]) => void;
@@ -78,6 +80,9 @@ export class WaiterRegistry {
     }, timeoutMs);
     signal?.addEventListener('abort', onAbort, { once: true });
     this.parked.set(acquire.seq, acquire);
+    this.arrivals.push(acquire);
+    // Passes that skip the tick never take a snapshot: calls answered meanwhile are dropped here.
+    if (this.arrivals.length > 2 * this.parked.size + 64) this.arrivals = this.arrivals.filter((a) => !a.settled);
     // A caller gone (or a shutdown begun) before it parked is answered at once, not at the window's end.
     if (signal?.aborted) onAbort();
     return { acquire, offers };
@@ -87,7 +92,26 @@ export class WaiterRegistry {
   snapshot(): ParkedAcquire[] {
     const list = [...this.parked.values()].filter((a) => !a.settled && !a.handOff && a.slots > 0);
     for (const a of list) a.reserved = true;
+    this.arrivals = [];
     return list;
+  }
+
+  /**
+   * The calls that parked since the last snapshot or the last call of this, and that no tick or
+   * hand-off holds, oldest first: what a pass that knows what every earlier call could take has
+   * yet to judge. They are judged once: the next call returns only later ones.
+   */
+  arrived(): ParkedAcquire[] {
+    const list = this.arrivals.filter((a) => !a.settled && !a.reserved && !a.handOff && a.slots > 0);
+    this.arrivals = [];
+    return list;
+  }
+
+  /** These calls (from `arrived`), reserved for one tick as a snapshot is: those still waiting. */
+  hold(list: ParkedAcquire[]): ParkedAcquire[] {
+    const held = list.filter((a) => !a.settled && !a.reserved && !a.handOff && a.slots > 0);
+    for (const a of held) a.reserved = true;
+    return held;
   }
 
   /**
@@ -120,17 +144,20 @@ export class WaiterRegistry {
   /**
    * The acquires that parked since the running tick took its snapshot (or its last join), oldest
    * first and as many as `maxSlots` can serve in full, reserved for it too: a tick still planning
-   * takes them in instead of leaving them for the next one.
+   * takes them in instead of leaving them for the next one. `arrivalsOnly`: of the calls not yet
+   * returned by `arrived` alone (a tick over new calls leaves the others, judged already, out).
    */
-  joiners(maxSlots: number): ParkedAcquire[] {
+  joiners(maxSlots: number, arrivalsOnly = false): ParkedAcquire[] {
     const list: ParkedAcquire[] = [];
-    for (const a of this.parked.values()) {
+    for (const a of arrivalsOnly ? this.arrivals : this.parked.values()) {
       if (a.settled || a.reserved || a.handOff || a.slots <= 0) continue;
       if (a.slots > maxSlots) break;
       maxSlots -= a.slots;
       a.reserved = true;
       list.push(a);
     }
+    // A tick's joiners are judged by it: they are not arrivals still to judge.
+    if (list.length > 0) this.arrivals = this.arrivals.filter((a) => !a.reserved);
     return list;
   }
 

@@ -1,4 +1,5 @@
 import type { PoolClient, Db } from './pool.js';
+import { poolFreedNotify } from './queue.js';
 
 /**
  * NOTIFY channel of revoked leases; the payload is the runner id. Delivered at commit, so a
@@ -17,12 +18,14 @@ export async function leaseRevokeRun(client: PoolClient, runId: number): Promise
     `WITH revoked AS (
        DELETE FROM step_leases WHERE run_id = $1 RETURNING step_id, attempt, runner_id
      ), released AS (
-       DELETE FROM pool_holds h USING steps s WHERE s.id = h.step_id AND s.run_id = $1 RETURNING h.step_id
+       DELETE FROM pool_holds h USING steps s WHERE s.id = h.step_id AND s.run_id = $1 RETURNING h.pool
+     ), freed AS (
+       SELECT ${poolFreedNotify('p.pool')} FROM (SELECT DISTINCT pool FROM released) p
      )
      -- A data-modifying WITH runs to completion whether or not the outer query reads it.
      SELECT step_id, attempt, runner_id,
             CASE WHEN runner_id IS NOT NULL THEN pg_notify('${LEASES_REVOKED_CHANNEL}', runner_id) END AS notified
-       FROM revoked ORDER BY step_id`,
+       FROM revoked CROSS JOIN (SELECT count(*) FROM freed) announced ORDER BY step_id`,
     [runId],
   );
   return rows.map((r) => ({ stepId: Number(r.step_id), attempt: r.attempt, runnerId: r.runner_id }));

@@ -1,6 +1,6 @@
 import type { PoolClient, Db } from './pool.js';
 import { prepared } from './prepared.js';
-import { ENTRY_COLS, entryCols, entryColsBack } from './queue.js';
+import { ENTRY_COLS, entryCols, entryColsBack, poolFreedNotify } from './queue.js';
 
 /**
  * CTE `done`: the attempts of ended leases d recorded done, with `token` as their token. An attempt
@@ -12,8 +12,14 @@ const doneCte = (token: string) => `done AS (INSERT INTO completed_attempts (ste
                    SELECT step_id, attempt, ${token}, runner_id FROM d
                     WHERE NOT EXISTS (SELECT 1 FROM completed_attempts x WHERE x.step_id = d.step_id AND x.attempt = d.attempt))`;
 
-/** CTE `holds`: the pool holds of ended leases d dropped; a step in no pool skips the probe. */
-const HOLDS_CTE = `holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id)`;
+/**
+ * CTEs `holds`: the pool holds of ended leases d dropped (a step in no pool skips the probe), and
+ * `freed`: each pool they held announced (poolFreedNotify). `freed` runs only when read: the
+ * statement's outer query joins FREED.
+ */
+const HOLDS_CTE = `holds AS (DELETE FROM pool_holds h USING d WHERE cardinality(d.pools) > 0 AND h.step_id = d.step_id RETURNING h.pool),
+          freed AS (SELECT ${poolFreedNotify('p.pool')} FROM (SELECT DISTINCT pool FROM holds) p)`;
+const FREED = `CROSS JOIN (SELECT count(*) FROM freed) announced`;
 
 /** The offer columns of steps s joined with runs r, prefixed so they sit beside a lease row. */
 const DETAIL_COLS = `s.id AS detail_step_id, s.run_id AS detail_run_id, s.name AS detail_step, s.command AS detail_command,
@@ -224,7 +230,7 @@ const leaseCompleteSql = (more: string) =>
                  WHERE ${HELD_MATCH} RETURNING l.*),
           ${doneCte('token')},
           ${HOLDS_CTE}
-     SELECT d.step_id, d.run_id, d.attempt, d.token, d.runner_id, d.run_scope, d.pools${more} FROM d`;
+     SELECT d.step_id, d.run_id, d.attempt, d.token, d.runner_id, d.run_scope, d.pools${more} FROM d ${FREED}`;
 
 const LEASE_COMPLETE = prepared(leaseCompleteSql(''));
 /** The completion that also returns the lease's times, for the attempt's spans (only when traces are on). */
@@ -295,7 +301,7 @@ export async function leaseReturn(client: PoolClient, p: { items: LeaseRef[]; ru
           q AS (INSERT INTO queue_ready (${ENTRY_COLS})
                 SELECT ${entryColsBack('attempt + $4')} FROM d
                 ON CONFLICT (step_id) DO NOTHING)
-     SELECT ${leaseCols('d')} FROM d`,
+     SELECT ${leaseCols('d')} FROM d ${FREED}`,
     [...refs(p.items), p.runnerId ?? null, p.newAttempt ? 1 : 0],
   );
   return rows.map(mapLease);
@@ -336,7 +342,7 @@ export async function leaseExpireDue(client: PoolClient, p: { limit: number; now
                    WHERE l.step_id = m.step_id AND l.token = m.token RETURNING l.*),
             ${doneCte('NULL')},
             ${HOLDS_CTE}
-       SELECT ${leaseCols('d')} FROM d`,
+       SELECT ${leaseCols('d')} FROM d ${FREED}`,
       refs(delivered),
     );
     lost = rows.map(mapLease);

@@ -1,5 +1,6 @@
 import type { PoolState } from '../core/plan.js';
 import type { PoolClient, Db } from './pool.js';
+import { poolFreedNotify } from './queue.js';
 
 /** A step occupying a slot of a pool (a row of pool_holds, a name the store keeps). */
 export interface PoolOccupant { stepId: number; attempt: number; heldAt: Date }
@@ -10,18 +11,19 @@ export interface PoolRow {
   holders: PoolOccupant[];
 }
 
-/** Sets (or changes) a pool's limit. Idempotent. */
+/** Sets (or changes) a pool's limit. Idempotent. Announced as a release: a raised limit frees slots. */
 export async function poolLimitSet(db: Db, p: { name: string; limit: number }): Promise<void> {
   await db.query(
-    `INSERT INTO pool_limits (name, max_holders) VALUES ($1, $2)
-     ON CONFLICT (name) DO UPDATE SET max_holders = EXCLUDED.max_holders, updated_at = now()`,
+    `WITH s AS (INSERT INTO pool_limits (name, max_holders) VALUES ($1, $2)
+                ON CONFLICT (name) DO UPDATE SET max_holders = EXCLUDED.max_holders, updated_at = now() RETURNING name)
+     SELECT ${poolFreedNotify('s.name')} FROM s`,
     [p.name, p.limit],
   );
 }
 
-/** Removes a pool's limit (the pool becomes unlimited); false when it had none. */
+/** Removes a pool's limit (the pool becomes unlimited); false when it had none. Announced as a release. */
 export async function poolLimitUnset(db: Db, p: { name: string }): Promise<boolean> {
-  const { rowCount } = await db.query(`DELETE FROM pool_limits WHERE name = $1`, [p.name]);
+  const { rowCount } = await db.query(`WITH u AS (DELETE FROM pool_limits WHERE name = $1 RETURNING name) SELECT ${poolFreedNotify('u.name')} FROM u`, [p.name]);
   return (rowCount ?? 0) > 0;
 }
 

@@ -24,6 +24,19 @@ export const entryColsBack = (attempt: string) => ENTRY_COLUMNS.map((c) => (c ==
 /** The channel every write that queues work notifies, and every dispatcher listens on. */
 export const QUEUE_CHANNEL = 'opschain_queue';
 
+/**
+ * A pool slot freed, announced on the queue channel (SQL over a pool name `pool`): the payload is
+ * `pool:NAME`, the key entries set aside on that pool carry (core/blocking.ts), so a release on
+ * any replica has every replica check those entries at once. Sent on commit, one per pool and
+ * transaction.
+ */
+export const poolFreedNotify = (pool: string) => `pg_notify('${QUEUE_CHANNEL}', 'pool:' || ${pool})`;
+
+/** The blocking key a queue-channel payload announces freed (`pool:NAME`), or null: work was queued. */
+export function freedKeyOf(payload: string | undefined): string | null {
+  return payload?.startsWith('pool:') ? payload : null;
+}
+
 export interface EnqueueItem extends Classification {
   stepId: number;
   runId: number;

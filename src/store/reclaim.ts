@@ -1,6 +1,6 @@
 import type { PoolClient } from './pool.js';
 import { leaseCols, mapLease, type LeaseRow } from './leases.js';
-import { ENTRY_COLS, entryColsBack } from './queue.js';
+import { ENTRY_COLS, entryColsBack, poolFreedNotify } from './queue.js';
 
 export interface ReclaimedClaim {
   stepId: number;
@@ -45,7 +45,9 @@ export async function claimReclaimDead(client: PoolClient, p: { me: string; stal
      ), gone AS (
        DELETE FROM step_leases l USING dead WHERE l.step_id = dead.step_id RETURNING l.*
      ), holds AS (
-       DELETE FROM pool_holds h USING gone WHERE h.step_id = gone.step_id AND h.attempt = gone.attempt RETURNING h.step_id
+       DELETE FROM pool_holds h USING gone WHERE h.step_id = gone.step_id AND h.attempt = gone.attempt RETURNING h.pool
+     ), freed AS (
+       SELECT ${poolFreedNotify('p.pool')} FROM (SELECT DISTINCT pool FROM holds) p
      ), back AS (
        INSERT INTO queue_ready (${ENTRY_COLS})
        SELECT ${entryColsBack('CASE WHEN delivered_at IS NULL THEN attempt ELSE attempt + 1 END')}
@@ -54,7 +56,7 @@ export async function claimReclaimDead(client: PoolClient, p: { me: string; stal
        RETURNING step_id, attempt
      )
      SELECT ${leaseCols('g')}, b.attempt AS requeued_attempt, g.delivered_at IS NOT NULL AS exposed
-       FROM gone g LEFT JOIN back b ON b.step_id = g.step_id
+       FROM gone g LEFT JOIN back b ON b.step_id = g.step_id CROSS JOIN (SELECT count(*) FROM freed) announced
       ORDER BY g.step_id`,
     [p.me, p.stalenessMs, p.limit, p.now ?? null],
   );
