@@ -83,9 +83,12 @@ export class SimFleet {
   /**
    * Registers every runner, `concurrency` at a time (default 16, so registration is not part of
    * any timed phase). A 5xx, a 429 or a transport error is retried after a jittered pause, as a
-   * runner agent does, and counted; any other refusal fails the registration.
+   * runner agent does, and counted; any other refusal fails the registration. A 429 is the
+   * server's registration gate saying "later", which a runner agent obeys for as long as it takes:
+   * it counts against `budgetMs` (default 5 min), not against `maxTries`, so a fleet registering
+   * on a loaded machine is throttled, never given up on.
    */
-  async register(opts: { concurrency?: number; maxTries?: number } = {}): Promise<RegisterStats> {
+  async register(opts: { concurrency?: number; maxTries?: number; budgetMs?: number } = {}): Promise<RegisterStats> {
     const fleet = this.opts;
     const prefix = fleet.namePrefix ?? 'sim';
     const stats: RegisterStats = { serverErrors: 0, throttled: 0, transportErrors: 0 };
@@ -94,7 +97,8 @@ export class SimFleet {
       const url = fleet.urls[i % fleet.urls.length];
       const name = `${prefix}-${String(i).padStart(4, '0')}`;
       const body: RegisterRequest = { registration_token: fleet.registrationToken, name, labels: fleet.labels ?? [], executors: ['shell'], max_load: fleet.slots, protocol_version: PROTOCOL_VERSION };
-      for (let attempt = 1; ; attempt++) {
+      const giveUpAt = Date.now() + (opts.budgetMs ?? 300_000);
+      for (let attempt = 1, failures = 0; ; attempt++) {
         let res;
         try {
           res = await this.client.post(url, '/api/runner/register', body);
@@ -110,8 +114,9 @@ export class SimFleet {
         else if (res.status === 429) stats.throttled++;
         else if (res.status >= 500) stats.serverErrors++;
         else throw new Error(failure);
-        if (attempt >= (opts.maxTries ?? 10)) throw new Error(`${failure} (gave up after ${attempt} tries)`);
-        await new Promise((res) => setTimeout(res, Math.random() * Math.min(5_000, 100 * 2 ** attempt)));
+        if (res.status !== 429) failures++;
+        if (failures >= (opts.maxTries ?? 10) || Date.now() >= giveUpAt) throw new Error(`${failure} (gave up after ${attempt} tries)`);
+        await new Promise((res) => setTimeout(res, Math.random() * Math.min(5_000, 100 * 2 ** Math.min(attempt, 16))));
       }
     };
     const workers = Array.from({ length: Math.min(opts.concurrency ?? 16, fleet.runners) }, async () => {
