@@ -435,8 +435,8 @@ export class Dispatcher implements DispatchDeps {
     if (delivered.leases.length > 0) await this.answer(delivered.leases, delivered.details);
   }
 
-  /** A hand-off of the steps the next group of completions frees, to this replica's parked calls. */
-  handOff = (): FreedHandOff => new FreedHandOff(this);
+  /** A hand-off of the steps the next group of completions frees, to the calls carrying them and this replica's parked calls. */
+  handOff = (carriers: ParkedAcquire[] = []): FreedHandOff => new FreedHandOff(this, carriers);
 
   /** Whether the queue this replica claims from is known to hold nothing due (QueueSeen), and no posture stopped offers in the last tick. */
   queueKnownEmpty(): boolean {
