@@ -15,7 +15,7 @@ import { commitDeliveries, type CommittedDeliveries } from './commit-deliveries.
 import type { DispatchDeps, DispatcherOptions } from './deps.js';
 import { emit as emitDispatch } from '../events.js';
 import { LeaseGroupCommit } from './group-commit.js';
-import { FreedHandOff } from './hand-off.js';
+import { FreedHandOff, type QueueSighting } from './hand-off.js';
 import { handBack } from './lifecycle.js';
 import { toOffer, type Offer } from './offers.js';
 import { offersStoppedBy } from './postures.js';
@@ -138,6 +138,8 @@ export class Dispatcher implements DispatchDeps {
    * replica (each arrival kicks a tick) do not have every parked runner read again and again.
    */
   private idleLastTick = false;
+  /** The last pass's tick held calls and left due entries (or was stopped by a posture): queueSighting. */
+  private backlogLastTick = false;
   private wake: () => void = () => {};
 
   constructor(opts: DispatcherOptions) {
@@ -187,6 +189,8 @@ export class Dispatcher implements DispatchDeps {
     const mark = this.seen.mark();
     const result = await this.tick();
     if (result.tookAll) this.seen.sawEmpty(mark, key);
+    // A tick with no calls claims nothing and says nothing of the queue.
+    if (result.waiters > 0) this.backlogLastTick = !result.tookAll;
     return result;
   }
 
@@ -438,9 +442,14 @@ export class Dispatcher implements DispatchDeps {
   /** A hand-off of the steps the next group of completions frees, to the calls carrying them and this replica's parked calls. */
   handOff = (carriers: ParkedAcquire[] = []): FreedHandOff => new FreedHandOff(this, carriers);
 
-  /** Whether the queue this replica claims from is known to hold nothing due (QueueSeen), and no posture stopped offers in the last tick. */
-  queueKnownEmpty(): boolean {
-    return !this.stoppedLastTick && this.seen.knownEmpty(this.queueKey());
+  /**
+   * What this replica knows of the queue it claims from: nothing due (QueueSeen) with offers
+   * flowing in the last tick; a backlog (the last tick that held calls left due entries behind,
+   * or a posture stopped it), so a freed step would only wait behind it; or nothing certain.
+   */
+  queueSighting(): QueueSighting {
+    if (this.backlogLastTick) return 'backlog';
+    return !this.stoppedLastTick && this.seen.knownEmpty(this.queueKey()) ? 'empty' : 'unknown';
   }
 
   private queueKey(): string {

@@ -19,11 +19,18 @@ const MAX_CALLS = 64;
 
 /** What a hand-off needs of its replica's dispatcher. */
 export interface HandOffDeps extends Pick<DispatchDeps, 'registry' | 'fair' | 'acceptExceeding' | 'hooks' | 'replicaId' | 'ttlMs' | 'ownedShards' | 'claimLanes'> {
-  /** Whether this replica's queue is known to hold nothing due that a tick would claim first (else the hand-off reads it). */
-  queueKnownEmpty(): boolean;
+  /** What this replica knows of its queue (QueueSighting). */
+  queueSighting(): QueueSighting;
   /** Fair share, events and answers of deliveries that committed, as a tick's are. */
   answerDelivered(delivered: CommittedDeliveries): Promise<void>;
 }
+
+/**
+ * What a replica knows of the queue it claims from: `empty`, nothing due that a tick would claim
+ * first; `backlog`, its last tick left due entries behind, which a freed step would wait behind
+ * (a hand-off would only read them to find so); `unknown`, the hand-off reads what is due ahead.
+ */
+export type QueueSighting = 'empty' | 'backlog' | 'unknown';
 
 /**
  * Whether a claim of this replica would take the entry from its shard lane: an owned shard, and no
@@ -50,7 +57,8 @@ export function claimableByShard(e: Pick<QueueEntry, 'shard' | 'siteStamp'>, own
  * It hands out only what a tick of this replica would have handed out the same way:
  *  - nothing overtaken: a freed entry goes only when no other due entry of its lane or a more
  *    urgent one is queued (known from this replica's last claim, QueueSeen, or else read in the
- *    transaction, beside the runners, over every shard). A tick orders (lane, stride pass, ready
+ *    transaction, beside the runners, over every shard; after a tick that left a backlog, not
+ *    even read). A tick orders (lane, stride pass, ready
  *    time); an entry of the same lane queued earlier comes first unless the freed entry's fair key
  *    is behind in the stride, which only a read of every waiting key would tell, so the freed
  *    entry then waits for the tick that reads them; a less urgent lane comes after it in any tick.
@@ -84,6 +92,8 @@ export class FreedHandOff {
   readonly offer: FreedOffer = async (client, queued) => {
     const none = new Set<number>();
     if (this.delivered || this.sent) return none;
+    const sighting = this.d.queueSighting();
+    if (sighting === 'backlog') return none;
     const owned = new Set(this.d.ownedShards());
     const lanes = this.d.claimLanes?.();
     const takeable = queued.filter((e) => e.pools.length === 0 && !e.runScope && e.blockedOn === undefined && claimableByShard(e, owned, lanes));
@@ -93,7 +103,7 @@ export class FreedHandOff {
     const calls = [...carriers, ...this.d.registry.unheld(MAX_CALLS - carriers.length)];
     if (calls.length === 0) return none;
     this.calls = calls;
-    const planned = await this.plan(client, calls, takeable, queued);
+    const planned = await this.plan(client, calls, takeable, sighting === 'empty' ? null : queued);
     // Calls given nothing are let go at once: a tick may serve them while this transaction ends.
     const kept = new Set(planned ? planned.ledger.deliveries.map((p) => planned.waiters.callOf.get(p.waiter)!) : []);
     this.d.registry.letGo(calls.filter((c) => !kept.has(c)));
@@ -106,12 +116,12 @@ export class FreedHandOff {
   };
 
   /** The tick's planner over these calls and entries, with the posture and runners read in the transaction; null: nothing to plan. */
-  private async plan(client: Parameters<FreedOffer>[0], calls: ParkedAcquire[], takeable: QueueEntry[], queued: QueueEntry[]): Promise<{ ledger: TickLedger; waiters: TickWaiters } | null> {
-    // Without a sighting of this replica's queue, the same statement reads what is queued ahead.
+  /** `queued`: the entries the completions queued, when what is due ahead of them must be read (else the queue is known empty). */
+  private async plan(client: Parameters<FreedOffer>[0], calls: ParkedAcquire[], takeable: QueueEntry[], queued: QueueEntry[] | null): Promise<{ ledger: TickLedger; waiters: TickWaiters } | null> {
     const ids = runnerIdsOf(calls);
-    const parked: ParkedFleet & { aheadLane: number | null } = this.d.queueKnownEmpty()
-      ? { ...(await fleetParkedRead(client, ids)), aheadLane: null }
-      : await fleetParkedReadAhead(client, ids, queued.map((e) => e.stepId));
+    const parked: ParkedFleet & { aheadLane: number | null } = queued
+      ? await fleetParkedReadAhead(client, ids, queued.map((e) => e.stepId))
+      : { ...(await fleetParkedRead(client, ids)), aheadLane: null };
     if (offersStoppedBy(parked.posture)) return null;
     const ahead = parked.aheadLane;
     const waiters = new TickWaiters();

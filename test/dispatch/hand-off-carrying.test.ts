@@ -22,9 +22,9 @@ const chainOf = (n: number, opts: { priority?: number; last?: string } = {}) =>
 
 const single = (priority: number) => runFileLoad(`name: other\npriority: ${priority}\nsteps:\n  x: { run: "true" }\n`);
 
-/** Claim statements (a tick's) sent through the pool: a step handed off is leased without one. */
-function countClaims(pool: Pool): { claims: number } {
-  const seen = { claims: 0 };
+/** Claim statements (a tick's) sent through the pool, a step handed off is leased without one; and reads of the parked runners (a tick's or a hand-off's). */
+function countClaims(pool: Pool): { claims: number; parkedReads: number } {
+  const seen = { claims: 0, parkedReads: 0 };
   pool.on('connect', (client) => {
     const query = client.query.bind(client) as (...a: unknown[]) => unknown;
     (client as unknown as { query: (...a: unknown[]) => unknown }).query = (...args: unknown[]) => {
@@ -32,6 +32,7 @@ function countClaims(pool: Pool): { claims: number } {
       const q = args[0] as string | { text?: string };
       const text = typeof q === 'string' ? q : q?.text;
       if (text && /^SELECT \* FROM queue_ready/.test(text.trim())) seen.claims++;
+      if (text?.includes('posture_fleet_quiesced')) seen.parkedReads++;
       return query(...args);
     };
   });
@@ -47,7 +48,7 @@ describe('a step freed by completions carried on an acquire, handed to that very
   const db = useTestDatabase();
   let pool: Pool;
   let deps: Dispatcher;
-  let seen: { claims: number };
+  let seen: { claims: number; parkedReads: number };
   let clock: number;
   let solo: RunnerRow;
   let wide: RunnerRow;
@@ -220,6 +221,25 @@ describe('a step freed by completions carried on an acquire, handed to that very
       expect(a.offers.map((o) => [o.run_id, o.step])).toEqual([[runId, 's1']]);
       expect(seen.claims).toBe(claims);
       expect(await stepState(bulk, 'x')).toMatchObject({ status: 'ready', queued: 1 });
+    });
+
+    it('after a tick that left due entries behind, the hand-off reads nothing and the step waits for a tick', async () => {
+      const { runId, offer } = await firstStep(solo);
+      const others = [];
+      for (let i = 0; i < 2; i++) others.push((await runSubmit(db.current.pool, single(0), { actor: 'test' })).runId);
+      deps.queueChanged();
+      // One slot over two due entries: the tick's claim comes back full, the other stays due.
+      const one = park(wide);
+      expect(await deps.pass()).toMatchObject({ delivered: 1, tookAll: false });
+      expect((await one.offers).map((o) => o.run_id)).toEqual([others[0]]);
+      const reads = seen.parkedReads;
+      const completed = new Promise((r) => deps.events.once('lease:completed', r));
+      const answer = carry(solo, offer);
+      await completed;
+      expect(seen.parkedReads).toBe(reads);
+      const a = await answeredByTick(answer);
+      expect(a.offers.map((o) => [o.run_id, o.step])).toEqual([[others[1], 'x']]);
+      expect(await stepState(runId, 's1')).toMatchObject({ status: 'ready', queued: 1 });
     });
 
     it('entries set aside as unplaceable are not waiting ahead of it', async () => {
