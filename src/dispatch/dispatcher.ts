@@ -138,8 +138,9 @@ export class Dispatcher implements DispatchDeps {
    * replica (each arrival kicks a tick) do not have every parked runner read again and again.
    */
   private idleLastTick = false;
-  /** The last pass's tick held calls and left due entries (or was stopped by a posture): queueSighting. */
-  private backlogLastTick = false;
+  /** When a hand-off last found due entries ahead of what it was to hand out (queueSighting). */
+  private aheadSeenAt: number | null = null;
+  readonly now: () => number;
   private wake: () => void = () => {};
 
   constructor(opts: DispatcherOptions) {
@@ -157,7 +158,8 @@ export class Dispatcher implements DispatchDeps {
     this.recentlyClaimable = opts.recentlyClaimable;
     this.traceSampler = opts.traceSampler;
     this.traceLeases = opts.traceLeases;
-    this.seen = new QueueSeen(opts.now ?? (() => Date.now()), POLL_BUSY_MS);
+    this.now = opts.now ?? (() => Date.now());
+    this.seen = new QueueSeen(this.now, POLL_BUSY_MS);
     this.groupCommit = new LeaseGroupCommit(this);
   }
 
@@ -189,8 +191,6 @@ export class Dispatcher implements DispatchDeps {
     const mark = this.seen.mark();
     const result = await this.tick();
     if (result.tookAll) this.seen.sawEmpty(mark, key);
-    // A tick with no calls claims nothing and says nothing of the queue.
-    if (result.waiters > 0) this.backlogLastTick = !result.tookAll;
     return result;
   }
 
@@ -444,12 +444,17 @@ export class Dispatcher implements DispatchDeps {
 
   /**
    * What this replica knows of the queue it claims from: nothing due (QueueSeen) with offers
-   * flowing in the last tick; a backlog (the last tick that held calls left due entries behind,
-   * or a posture stopped it), so a freed step would only wait behind it; or nothing certain.
+   * flowing in the last tick; a backlog, which a hand-off found ahead of the steps it was to hand
+   * out less than a busy poll ago; or nothing certain.
    */
   queueSighting(): QueueSighting {
-    if (this.backlogLastTick) return 'backlog';
-    return !this.stoppedLastTick && this.seen.knownEmpty(this.queueKey()) ? 'empty' : 'unknown';
+    if (!this.stoppedLastTick && this.seen.knownEmpty(this.queueKey())) return 'empty';
+    return this.aheadSeenAt !== null && this.now() - this.aheadSeenAt < POLL_BUSY_MS ? 'backlog' : 'unknown';
+  }
+
+  /** A hand-off found due entries ahead of the steps it was to hand out. */
+  sawAhead(): void {
+    this.aheadSeenAt = this.now();
   }
 
   private queueKey(): string {

@@ -21,14 +21,17 @@ const MAX_CALLS = 64;
 export interface HandOffDeps extends Pick<DispatchDeps, 'registry' | 'fair' | 'acceptExceeding' | 'hooks' | 'replicaId' | 'ttlMs' | 'ownedShards' | 'claimLanes'> {
   /** What this replica knows of its queue (QueueSighting). */
   queueSighting(): QueueSighting;
+  /** A read found due entries ahead of freed steps: a backlog, for the hand-offs that follow soon after. */
+  sawAhead(): void;
   /** Fair share, events and answers of deliveries that committed, as a tick's are. */
   answerDelivered(delivered: CommittedDeliveries): Promise<void>;
 }
 
 /**
  * What a replica knows of the queue it claims from: `empty`, nothing due that a tick would claim
- * first; `backlog`, its last tick left due entries behind, which a freed step would wait behind
- * (a hand-off would only read them to find so); `unknown`, the hand-off reads what is due ahead.
+ * first; `backlog`, a hand-off found due entries ahead a moment ago, which a freed step would
+ * wait behind (another read would only find so again: one read per busy poll in a backlog, not
+ * one per completion); `unknown`, the hand-off reads what is due ahead.
  */
 export type QueueSighting = 'empty' | 'backlog' | 'unknown';
 
@@ -57,8 +60,8 @@ export function claimableByShard(e: Pick<QueueEntry, 'shard' | 'siteStamp'>, own
  * It hands out only what a tick of this replica would have handed out the same way:
  *  - nothing overtaken: a freed entry goes only when no other due entry of its lane or a more
  *    urgent one is queued (known from this replica's last claim, QueueSeen, or else read in the
- *    transaction, beside the runners, over every shard; after a tick that left a backlog, not
- *    even read). A tick orders (lane, stride pass, ready
+ *    transaction, beside the runners, over every shard; not read again for a busy poll after a
+ *    read found some). A tick orders (lane, stride pass, ready
  *    time); an entry of the same lane queued earlier comes first unless the freed entry's fair key
  *    is behind in the stride, which only a read of every waiting key would tell, so the freed
  *    entry then waits for the tick that reads them; a less urgent lane comes after it in any tick.
@@ -131,6 +134,7 @@ export class FreedHandOff {
     // A step larger than some parked runner is judged against the whole fleet (exceeds every
     // max_load?): a tick's to do.
     const smallest = Math.min(...open.map((w) => w.maxLoad));
+    if (ahead !== null && takeable.some((e) => e.lane >= ahead)) this.d.sawAhead();
     const claims = takeable.filter((e) => e.load <= smallest && (ahead === null || e.lane < ahead));
     if (claims.length === 0) return null;
     const ledger = new TickLedger(this.d.fair);

@@ -79,6 +79,8 @@ describe('a step freed by completions carried on an acquire, handed to that very
   /** The first step of a new run, delivered to `r` by a pass that took everything due. */
   async function firstStep(r: RunnerRow, file = chainOf(2)): Promise<{ runId: number; offer: Offer }> {
     const { runId } = await runSubmit(db.current.pool, file, { actor: 'test' });
+    // What the submit's notification does in a server.
+    deps.queueChanged();
     const call = park(r, 4);
     expect(await deps.pass()).toMatchObject({ delivered: 1, tookAll: true });
     const [offer] = await call.offers;
@@ -223,23 +225,29 @@ describe('a step freed by completions carried on an acquire, handed to that very
       expect(await stepState(bulk, 'x')).toMatchObject({ status: 'ready', queued: 1 });
     });
 
-    it('after a tick that left due entries behind, the hand-off reads nothing and the step waits for a tick', async () => {
-      const { runId, offer } = await firstStep(solo);
-      const others = [];
-      for (let i = 0; i < 2; i++) others.push((await runSubmit(db.current.pool, single(0), { actor: 'test' })).runId);
+    it('a read that found entries ahead spares the hand-offs just after it the same read', async () => {
+      const first = await firstStep(solo);
+      const second = await firstStep(wide);
+      const { runId: earlier } = await runSubmit(db.current.pool, single(0), { actor: 'test' });
       deps.queueChanged();
-      // One slot over two due entries: the tick's claim comes back full, the other stays due.
-      const one = park(wide);
-      expect(await deps.pass()).toMatchObject({ delivered: 1, tookAll: false });
-      expect((await one.offers).map((o) => o.run_id)).toEqual([others[0]]);
+      const completion = async (r: RunnerRow, o: Offer) => {
+        const done = new Promise((resolve) => deps.events.once('lease:completed', resolve));
+        const answer = carry(r, o);
+        await done;
+        // Wrapped: the answer comes only after a tick.
+        return { answer };
+      };
       const reads = seen.parkedReads;
-      const completed = new Promise((r) => deps.events.once('lease:completed', r));
-      const answer = carry(solo, offer);
-      await completed;
-      expect(seen.parkedReads).toBe(reads);
-      const a = await answeredByTick(answer);
-      expect(a.offers.map((o) => [o.run_id, o.step])).toEqual([[others[1], 'x']]);
-      expect(await stepState(runId, 's1')).toMatchObject({ status: 'ready', queued: 1 });
+      const { answer: a1 } = await completion(solo, first.offer);
+      expect(seen.parkedReads).toBe(reads + 1);
+      // Within a busy poll of that read: no read at all.
+      const { answer: a2 } = await completion(wide, second.offer);
+      expect(seen.parkedReads).toBe(reads + 1);
+      // Both carriers wait for a tick, which gives them the entry queued first and one freed step.
+      const x = await answeredByTick(a1);
+      const y = await a2;
+      expect([...x.offers, ...y.offers].map((o) => o.run_id)).toContain(earlier);
+      for (const runId of [first.runId, second.runId]) expect(await stepState(runId, 's0')).toMatchObject({ status: 'succeeded' });
     });
 
     it('entries set aside as unplaceable are not waiting ahead of it', async () => {
