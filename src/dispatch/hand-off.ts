@@ -61,12 +61,12 @@ export function claimableByShard(e: Pick<QueueEntry, 'shard' | 'siteStamp'>, own
  *  - nothing overtaken: a freed entry goes only when no other due entry of its lane or a more
  *    urgent one is queued (known from this replica's last claim, QueueSeen, or else read in the
  *    transaction, beside the runners, over every shard; not read again for a busy poll after a
- *    read found some). A tick orders (lane, stride pass, ready
- *    time); an entry of the same lane queued earlier comes first unless the freed entry's fair key
- *    is behind in the stride, which only a read of every waiting key would tell, so the freed
- *    entry then waits for the tick that reads them; a less urgent lane comes after it in any tick.
- *    The freed entries are then planned in tick order with the tick's planner. Steps freed
- *    together that are not handed off (pooled, run-scoped) are their equals, not ahead of them;
+ *    read found some). A tick orders (lane, stride pass, ready time): an entry of the same lane
+ *    queued earlier comes first unless the freed entry's fair key is behind in the stride, which
+ *    only a read of every waiting key would tell, so the freed entry then waits for the tick that
+ *    reads them; a less urgent lane comes after it in any tick. The freed entries are then planned
+ *    in tick order with the tick's planner. Steps freed together that are not handed off (pooled,
+ *    run-scoped) are their equals, not ahead of them;
  *  - only entries a tick of this replica claims from its own shards (site stamps honoured), in no
  *    pool and not run-scoped (no pool hold to lock and no pin to write inside a completion, whose
  *    run locks are held already), and no larger than every parked match (judged by the fleet);
@@ -118,8 +118,11 @@ export class FreedHandOff {
     return new Set(this.delivered.leases.map((l) => l.lease.stepId));
   };
 
-  /** The tick's planner over these calls and entries, with the posture and runners read in the transaction; null: nothing to plan. */
-  /** `queued`: the entries the completions queued, when what is due ahead of them must be read (else the queue is known empty). */
+  /**
+   * The tick's planner over these calls and entries, with the posture and runners read in the
+   * transaction; null: nothing to plan. `queued`: the entries the completions queued, when what is
+   * due ahead of them is to be read in the same statement (null: the queue is known empty).
+   */
   private async plan(client: Parameters<FreedOffer>[0], calls: ParkedAcquire[], takeable: QueueEntry[], queued: QueueEntry[] | null): Promise<{ ledger: TickLedger; waiters: TickWaiters } | null> {
     const ids = runnerIdsOf(calls);
     const parked: ParkedFleet & { aheadLane: number | null } = queued
