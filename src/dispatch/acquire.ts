@@ -41,15 +41,42 @@ export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<
 
 /**
  * Complete-and-acquire: the completions a call carries commit (through the group commit, so
- * durably) before the call parks, so the capacity they free is what the next tick sees. Such a
- * call is answered after the first tick that holds it: a runner of short steps then pays one
- * round trip per batch instead of two, and its results never wait out a window on an empty queue.
+ * durably) before the call is offered anything by a tick, so the capacity they free is what the
+ * next tick sees. Such a call is answered after the first tick that holds it: a runner of short
+ * steps then pays one round trip per batch instead of two, and its results never wait out a
+ * window on an empty queue.
+ *
+ * A first send (`fresh`: nothing to replay) of an undrained runner parks before its completions
+ * are applied, held from the ticks (`carrying`) but a candidate for the hand-off of the steps
+ * they free (dispatch/hand-off.ts): it is about to wait with its slots anyway, so a chain run by
+ * one runner gets its next step in the answer to the completion of the last, with no tick between.
  */
 export async function acquireCarrying(deps: DispatchDeps, req: AcquireRequest): Promise<AcquireAnswer> {
   const carried = req.completions ?? [];
-  const results = carried.length > 0 ? await completeLeases(deps, req.runner.id, carried) : undefined;
-  const offers = await acquireOffers(deps, { ...req, oneTick: results !== undefined });
-  return results ? { offers, results } : { offers };
+  if (carried.length === 0) return { offers: await acquireOffers(deps, { ...req, oneTick: false }) };
+  if (!req.fresh || req.runner.drained || req.answerIdle) {
+    const results = await completeLeases(deps, req.runner.id, carried);
+    return { offers: await acquireOffers(deps, { ...req, oneTick: true }), results };
+  }
+  const { acquire: call, offers } = deps.registry.park(
+    { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, oneTick: true, carrying: true, parkedAt: Date.now() },
+    req.waitMs,
+    req.signal,
+  );
+  let results: ItemResult[];
+  try {
+    results = await completeLeases(deps, req.runner.id, carried, call);
+  } catch (err) {
+    deps.registry.carried(call);
+    // A hand-off that failed after sending its delivery answered the call 503 already (its
+    // runner retries the request id and finds it); otherwise it is answered by this error.
+    offers.catch(() => {});
+    call.deliver([]);
+    throw err;
+  }
+  deps.registry.carried(call);
+  if (!call.settled) deps.kick();
+  return { offers: await offers, results };
 }
 
 async function acquireOffers(deps: DispatchDeps, req: AcquireRequest & { oneTick: boolean }): Promise<Offer[]> {

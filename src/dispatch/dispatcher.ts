@@ -15,7 +15,7 @@ import { commitDeliveries, type CommittedDeliveries } from './commit-deliveries.
 import type { DispatchDeps, DispatcherOptions } from './deps.js';
 import { emit as emitDispatch } from '../events.js';
 import { LeaseGroupCommit } from './group-commit.js';
-import { FreedHandOff } from './hand-off.js';
+import { FreedHandOff, type QueueSighting } from './hand-off.js';
 import { handBack } from './lifecycle.js';
 import { toOffer, type Offer } from './offers.js';
 import { offersStoppedBy } from './postures.js';
@@ -152,6 +152,9 @@ export class Dispatcher implements DispatchDeps {
    * replica (each arrival kicks a tick) do not have every parked runner read again and again.
    */
   private idleLastTick = false;
+  /** When a hand-off last found due entries ahead of what it was to hand out (queueSighting). */
+  private aheadSeenAt: number | null = null;
+  readonly now: () => number;
   private wake: () => void = () => {};
 
   constructor(opts: DispatcherOptions) {
@@ -169,8 +172,9 @@ export class Dispatcher implements DispatchDeps {
     this.recentlyClaimable = opts.recentlyClaimable;
     this.traceSampler = opts.traceSampler;
     this.traceLeases = opts.traceLeases;
-    this.seen = new QueueSeen(opts.now ?? (() => Date.now()), POLL_BUSY_MS);
-    this.unplaceable = new UnplaceableSeen(opts.now ?? (() => Date.now()), POLL_BUSY_MS, POLL_IDLE_MS);
+    this.now = opts.now ?? (() => Date.now());
+    this.seen = new QueueSeen(this.now, POLL_BUSY_MS);
+    this.unplaceable = new UnplaceableSeen(this.now, POLL_BUSY_MS, POLL_IDLE_MS);
     this.groupCommit = new LeaseGroupCommit(this);
   }
 
@@ -516,12 +520,22 @@ export class Dispatcher implements DispatchDeps {
     if (delivered.leases.length > 0) await this.answer(delivered.leases, delivered.details);
   }
 
-  /** A hand-off of the steps the next group of completions frees, to this replica's parked calls. */
-  handOff = (): FreedHandOff => new FreedHandOff(this);
+  /** A hand-off of the steps the next group of completions frees, to the calls carrying them and this replica's parked calls. */
+  handOff = (carriers: ParkedAcquire[] = []): FreedHandOff => new FreedHandOff(this, carriers);
 
-  /** Whether the queue this replica claims from is known to hold nothing due (QueueSeen), and no posture stopped offers in the last tick. */
-  queueKnownEmpty(): boolean {
-    return !this.stoppedLastTick && this.seen.knownEmpty(this.queueKey());
+  /**
+   * What this replica knows of the queue it claims from: nothing due (QueueSeen) with offers
+   * flowing in the last tick; a backlog, which a hand-off found ahead of the steps it was to hand
+   * out less than a busy poll ago; or nothing certain.
+   */
+  queueSighting(): QueueSighting {
+    if (!this.stoppedLastTick && this.seen.knownEmpty(this.queueKey())) return 'empty';
+    return this.aheadSeenAt !== null && this.now() - this.aheadSeenAt < POLL_BUSY_MS ? 'backlog' : 'unknown';
+  }
+
+  /** A hand-off found due entries ahead of the steps it was to hand out. */
+  sawAhead(): void {
+    this.aheadSeenAt = this.now();
   }
 
   private queueKey(): string {

@@ -5,6 +5,7 @@ import { withTransaction, type PoolClient } from '../store/pool.js';
 import { ChurnVacuum } from './churn-vacuum.js';
 import type { FreedHandOff } from './hand-off.js';
 import type { DispatchDeps } from './deps.js';
+import type { ParkedAcquire } from './waiters.js';
 import { emit } from '../events.js';
 
 export interface CompletionRef extends HeldLeaseRef { exitCode: number | null; cause: string | null }
@@ -12,7 +13,7 @@ export interface CompletionRef extends HeldLeaseRef { exitCode: number | null; c
 /** One runner call's share of a group: acks, renewals or completions of one runner. */
 type Call =
   | { kind: 'ack' | 'renew'; items: HeldLeaseRef[]; resolve: (ok: Set<string>) => void; reject: (err: unknown) => void }
-  | { kind: 'complete'; items: CompletionRef[]; resolve: (ok: Set<string>) => void; reject: (err: unknown) => void };
+  | { kind: 'complete'; items: CompletionRef[]; carrier?: ParkedAcquire; resolve: (ok: Set<string>) => void; reject: (err: unknown) => void };
 
 /** What a committed group changed, for the caller's signals. */
 export interface GroupApplied { ok: Map<Call, Set<string>>; completed: Array<{ runnerId: string; count: number; freed: string[] }>; statuses: Record<'succeeded' | 'failed', number> }
@@ -85,8 +86,11 @@ export async function applyGroup(client: PoolClient, deps: Pick<DispatchDeps, 't
 
 /** What a group commit writes with and signals through: the dispatcher that owns it. */
 export type GroupCommitDeps = Pick<DispatchDeps, 'pool' | 'log' | 'ttlMs' | 'hooks' | 'events' | 'kick' | 'leaseVacuumEvery'> & {
-  /** A hand-off of the steps a group frees to parked calls, in the group's transaction; absent: none. */
-  handOff?: () => FreedHandOff;
+  /**
+   * A hand-off of the steps a group frees to parked calls, in the group's transaction, the
+   * acquire calls that carry the group's completions among them; absent: none.
+   */
+  handOff?: (carriers: ParkedAcquire[]) => FreedHandOff;
 };
 
 /**
@@ -130,16 +134,18 @@ export class LeaseGroupCommit {
     return this.add('renew', items);
   }
 
-  complete(items: CompletionRef[]): Promise<Set<string>> {
-    return this.add('complete', items);
+  /** `carrier`: the acquire call carrying these completions (complete-and-acquire), a candidate for what they free. */
+  complete(items: CompletionRef[], carrier?: ParkedAcquire): Promise<Set<string>> {
+    return this.add('complete', items, carrier);
   }
 
-  private add(kind: Call['kind'], items: HeldLeaseRef[]): Promise<Set<string>> {
-    return new Promise((resolve, reject) => this.groups.push({ kind, items, resolve, reject } as Call));
+  private add(kind: Call['kind'], items: HeldLeaseRef[], carrier?: ParkedAcquire): Promise<Set<string>> {
+    return new Promise((resolve, reject) => this.groups.push({ kind, items, ...(carrier ? { carrier } : {}), resolve, reject } as Call));
   }
 
   private async apply(calls: Call[]): Promise<void> {
-    const handOff = calls.some((c) => c.kind === 'complete') ? this.deps.handOff?.() : undefined;
+    const carriers = calls.flatMap((c) => (c.kind === 'complete' && c.carrier ? [c.carrier] : []));
+    const handOff = calls.some((c) => c.kind === 'complete') ? this.deps.handOff?.(carriers) : undefined;
     let applied: GroupApplied;
     try {
       applied = await withTransaction(this.deps.pool, (client) => applyGroup(client, this.deps, calls, handOff));

@@ -1,7 +1,7 @@
 import type { QueueEntry } from '../core/entry.js';
 import { planDelivery } from '../core/plan.js';
 import type { FreedOffer } from '../orchestrator/contract.js';
-import { fleetParkedRead } from '../store/fleet.js';
+import { fleetParkedRead, fleetParkedReadAhead, type ParkedFleet } from '../store/fleet.js';
 import type { ClaimParams } from '../store/queue.js';
 import { commitDeliveries, type CommittedDeliveries } from './commit-deliveries.js';
 import type { DispatchDeps } from './deps.js';
@@ -19,11 +19,21 @@ const MAX_CALLS = 64;
 
 /** What a hand-off needs of its replica's dispatcher. */
 export interface HandOffDeps extends Pick<DispatchDeps, 'registry' | 'fair' | 'acceptExceeding' | 'hooks' | 'replicaId' | 'ttlMs' | 'ownedShards' | 'claimLanes'> {
-  /** Whether this replica's queue is known to hold nothing due that a tick would claim first. */
-  queueKnownEmpty(): boolean;
+  /** What this replica knows of its queue (QueueSighting). */
+  queueSighting(): QueueSighting;
+  /** A read found due entries ahead of freed steps: a backlog, for the hand-offs that follow soon after. */
+  sawAhead(): void;
   /** Fair share, events and answers of deliveries that committed, as a tick's are. */
   answerDelivered(delivered: CommittedDeliveries): Promise<void>;
 }
+
+/**
+ * What a replica knows of the queue it claims from: `empty`, nothing due that a tick would claim
+ * first; `backlog`, a hand-off found due entries ahead a moment ago, which a freed step would
+ * wait behind (another read would only find so again: one read per busy poll in a backlog, not
+ * one per completion); `unknown`, the hand-off reads what is due ahead.
+ */
+export type QueueSighting = 'empty' | 'backlog' | 'unknown';
 
 /**
  * Whether a claim of this replica would take the entry from its shard lane: an owned shard, and no
@@ -41,10 +51,22 @@ export function claimableByShard(e: Pick<QueueEntry, 'shard' | 'siteStamp'>, own
  * transaction: the lease, the delivery and the step's start commit with the completion, so a hop
  * along a chain costs one commit instead of two (and no wake-up, claim or second flush between).
  *
+ * The calls considered are the acquire calls carrying the group's completions (`carriers`: parked
+ * already, held from the ticks until the completions commit, about to wait with their slots), then
+ * the calls parked longest. A carrier's runner is read in the transaction, after its completions
+ * ended their leases: its running load is what it will be once they commit, so a chain run by one
+ * runner hops within one answer and a runner that is full after its completions gets nothing.
+ *
  * It hands out only what a tick of this replica would have handed out the same way:
- *  - only while the queue is known to hold nothing due here (QueueSeen): nothing queued earlier
- *    would have come first, so lanes and fair-share order are those of a tick that claimed only
- *    these entries, and they are planned in that order with the tick's planner;
+ *  - nothing overtaken: a freed entry goes only when no other due entry of its lane or a more
+ *    urgent one is queued (known from this replica's last claim, QueueSeen, or else read in the
+ *    transaction, beside the runners, over every shard; not read again for a busy poll after a
+ *    read found some). A tick orders (lane, stride pass, ready time): an entry of the same lane
+ *    queued earlier comes first unless the freed entry's fair key is behind in the stride, which
+ *    only a read of every waiting key would tell, so the freed entry then waits for the tick that
+ *    reads them; a less urgent lane comes after it in any tick. The freed entries are then planned
+ *    in tick order with the tick's planner. Steps freed together that are not handed off (pooled,
+ *    run-scoped) are their equals, not ahead of them;
  *  - only entries a tick of this replica claims from its own shards (site stamps honoured), in no
  *    pool and not run-scoped (no pool hold to lock and no pin to write inside a completion, whose
  *    run locks are held already), and no larger than every parked match (judged by the fleet);
@@ -64,20 +86,27 @@ export class FreedHandOff {
   /** The calls the delivery was planned to, once it was sent: a failure may have committed it. */
   private sent: Set<ParkedAcquire> | null = null;
 
-  constructor(private readonly d: HandOffDeps) {}
+  constructor(
+    private readonly d: HandOffDeps,
+    private readonly carriers: ParkedAcquire[] = [],
+  ) {}
 
   /** The orchestrator's hook, bound to this hand-off. */
   readonly offer: FreedOffer = async (client, queued) => {
     const none = new Set<number>();
-    if (this.delivered || this.sent || !this.d.queueKnownEmpty()) return none;
+    if (this.delivered || this.sent) return none;
+    const sighting = this.d.queueSighting();
+    if (sighting === 'backlog') return none;
     const owned = new Set(this.d.ownedShards());
     const lanes = this.d.claimLanes?.();
     const takeable = queued.filter((e) => e.pools.length === 0 && !e.runScope && e.blockedOn === undefined && claimableByShard(e, owned, lanes));
     if (takeable.length === 0) return none;
-    const calls = this.d.registry.unheld(MAX_CALLS);
+    const carriers = this.carriers.filter((c) => c.carrying && !c.settled && !c.handOff && c.slots > 0);
+    for (const c of carriers) c.handOff = true;
+    const calls = [...carriers, ...this.d.registry.unheld(MAX_CALLS - carriers.length)];
     if (calls.length === 0) return none;
     this.calls = calls;
-    const planned = await this.plan(client, calls, takeable);
+    const planned = await this.plan(client, calls, takeable, sighting === 'empty' ? null : queued);
     // Calls given nothing are let go at once: a tick may serve them while this transaction ends.
     const kept = new Set(planned ? planned.ledger.deliveries.map((p) => planned.waiters.callOf.get(p.waiter)!) : []);
     this.d.registry.letGo(calls.filter((c) => !kept.has(c)));
@@ -89,10 +118,18 @@ export class FreedHandOff {
     return new Set(this.delivered.leases.map((l) => l.lease.stepId));
   };
 
-  /** The tick's planner over these calls and entries, with the posture and runners read in the transaction; null: nothing to plan. */
-  private async plan(client: Parameters<FreedOffer>[0], calls: ParkedAcquire[], takeable: QueueEntry[]): Promise<{ ledger: TickLedger; waiters: TickWaiters } | null> {
-    const parked = await fleetParkedRead(client, runnerIdsOf(calls));
+  /**
+   * The tick's planner over these calls and entries, with the posture and runners read in the
+   * transaction; null: nothing to plan. `queued`: the entries the completions queued, when what is
+   * due ahead of them is to be read in the same statement (null: the queue is known empty).
+   */
+  private async plan(client: Parameters<FreedOffer>[0], calls: ParkedAcquire[], takeable: QueueEntry[], queued: QueueEntry[] | null): Promise<{ ledger: TickLedger; waiters: TickWaiters } | null> {
+    const ids = runnerIdsOf(calls);
+    const parked: ParkedFleet & { aheadLane: number | null } = queued
+      ? await fleetParkedReadAhead(client, ids, queued.map((e) => e.stepId))
+      : { ...(await fleetParkedRead(client, ids)), aheadLane: null };
     if (offersStoppedBy(parked.posture)) return null;
+    const ahead = parked.aheadLane;
     const waiters = new TickWaiters();
     waiters.add(calls, parked.runners);
     const open = waiters.open();
@@ -100,7 +137,8 @@ export class FreedHandOff {
     // A step larger than some parked runner is judged against the whole fleet (exceeds every
     // max_load?): a tick's to do.
     const smallest = Math.min(...open.map((w) => w.maxLoad));
-    const claims = takeable.filter((e) => e.load <= smallest);
+    if (ahead !== null && takeable.some((e) => e.lane >= ahead)) this.d.sawAhead();
+    const claims = takeable.filter((e) => e.load <= smallest && (ahead === null || e.lane < ahead));
     if (claims.length === 0) return null;
     const ledger = new TickLedger(this.d.fair);
     const view = ledger.planInput();

@@ -2,6 +2,7 @@ import { heldKey, leaseCheck, leaseExpireDue, leaseRequeueUnacked, leaseReturn, 
 import { withTransaction } from '../store/pool.js';
 import { postureRead } from '../store/posture.js';
 import type { DispatchDeps } from './deps.js';
+import type { ParkedAcquire } from './waiters.js';
 import { emit, type LeaseCall } from '../events.js';
 
 export const FENCED = 'lease expired or revoked';
@@ -44,10 +45,14 @@ export interface Completion extends LeaseRef { exitCode: number | null; cause: s
  * Records completions, each fenced by its own token, with the run's progress, in the group
  * commit's transaction (completions of other runners may share it; each keeps its own verdict).
  * A completion implies the ack: an offer completed before its ack deadline needs no ack. A repeat
- * of a completion already recorded with the same token by the same runner answers ok.
+ * of a completion already recorded with the same token by the same runner answers ok. `carrier`:
+ * the acquire call that carries them, parked already, which the steps they free may be handed to.
  */
-export async function completeLeases(deps: DispatchDeps, runnerId: string, items: Completion[]): Promise<ItemResult[]> {
-  const ok = await deps.groupCommit.complete(items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId, exitCode: i.exitCode, cause: i.cause })));
+export async function completeLeases(deps: DispatchDeps, runnerId: string, items: Completion[], carrier?: ParkedAcquire): Promise<ItemResult[]> {
+  const ok = await deps.groupCommit.complete(
+    items.map((i) => ({ stepId: i.stepId, token: i.token, runnerId, exitCode: i.exitCode, cause: i.cause })),
+    carrier,
+  );
   return heldResults(deps, 'complete', runnerId, items, ok);
 }
 

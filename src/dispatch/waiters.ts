@@ -15,6 +15,11 @@ export interface ParkedAcquire {
    * completions, whose results must not wait out a poll window on an empty queue.
    */
   oneTick?: boolean;
+  /**
+   * The call's completions are committing: no tick takes it until they have (the capacity they
+   * free is what a tick must see). The hand-off of the steps they free may take it (acquireCarrying).
+   */
+  carrying?: boolean;
   parkedAt: number;
   /** True once answered (offers, empty, or the caller went away); never handed offers after. */
   settled: boolean;
@@ -90,9 +95,10 @@ export class WaiterRegistry {
 
   /** The acquires parked now, reserved for one tick: a tick delivers only to these. */
   snapshot(): ParkedAcquire[] {
-    const list = [...this.parked.values()].filter((a) => !a.settled && !a.handOff && a.slots > 0);
+    const list = [...this.parked.values()].filter((a) => !a.settled && !a.handOff && !a.carrying && a.slots > 0);
     for (const a of list) a.reserved = true;
-    this.arrivals = [];
+    // A call still carrying its completions is judged once they commit, as an arrival then.
+    this.arrivals = this.arrivals.filter((a) => a.carrying && !a.settled);
     return list;
   }
 
@@ -102,14 +108,14 @@ export class WaiterRegistry {
    * yet to judge. They are judged once: the next call returns only later ones.
    */
   arrived(): ParkedAcquire[] {
-    const list = this.arrivals.filter((a) => !a.settled && !a.reserved && !a.handOff && a.slots > 0);
-    this.arrivals = [];
+    const list = this.arrivals.filter((a) => !a.settled && !a.reserved && !a.handOff && !a.carrying && a.slots > 0);
+    this.arrivals = this.arrivals.filter((a) => a.carrying && !a.settled);
     return list;
   }
 
   /** These calls (from `arrived`), reserved for one tick as a snapshot is: those still waiting. */
   hold(list: ParkedAcquire[]): ParkedAcquire[] {
-    const held = list.filter((a) => !a.settled && !a.reserved && !a.handOff && a.slots > 0);
+    const held = list.filter((a) => !a.settled && !a.reserved && !a.handOff && !a.carrying && a.slots > 0);
     for (const a of held) a.reserved = true;
     return held;
   }
@@ -123,7 +129,7 @@ export class WaiterRegistry {
     // Oldest first: the calls that have waited longest are offered first.
     for (const a of this.parked.values()) {
       if (list.length >= max) break;
-      if (a.settled || a.reserved || a.handOff || a.slots <= 0) continue;
+      if (a.settled || a.reserved || a.handOff || a.carrying || a.slots <= 0) continue;
       a.handOff = true;
       list.push(a);
     }
@@ -150,7 +156,7 @@ export class WaiterRegistry {
   joiners(maxSlots: number, arrivalsOnly = false): ParkedAcquire[] {
     const list: ParkedAcquire[] = [];
     for (const a of arrivalsOnly ? this.arrivals : this.parked.values()) {
-      if (a.settled || a.reserved || a.handOff || a.slots <= 0) continue;
+      if (a.settled || a.reserved || a.handOff || a.carrying || a.slots <= 0) continue;
       if (a.slots > maxSlots) break;
       maxSlots -= a.slots;
       a.reserved = true;
@@ -186,7 +192,12 @@ export class WaiterRegistry {
    * nothing due, so the tick could only have answered them so.
    */
   answerOneTick(): void {
-    for (const a of [...this.parked.values()]) if (a.oneTick && !a.settled && !a.reserved && !a.handOff) a.deliver([]);
+    for (const a of [...this.parked.values()]) if (a.oneTick && !a.settled && !a.reserved && !a.handOff && !a.carrying) a.deliver([]);
+  }
+
+  /** The call's completions have committed (or failed): it is an ordinary parked call from now on. */
+  carried(a: ParkedAcquire): void {
+    a.carrying = false;
   }
 
   get size(): number {

@@ -91,13 +91,30 @@ const fleetSql = (ids: (column: string) => string, columns: string) => `SELECT $
 /** Every runner, or those in $1 when it is not null. */
 const FLEET_SQL = fleetSql((id) => `($1::text[] IS NULL OR ${id} = ANY($1::text[]))`, FLEET_COLUMNS);
 
+/** The posture flags, one row whatever the posture table holds. */
+const POSTURE_FLAGS = `SELECT coalesce(bool_or(quiesced), false) AS quiesced, coalesce(bool_or(halted), false) AS halted,
+                  coalesce(bool_or(system_quiesced), false) AS system_quiesced
+             FROM fleet_posture WHERE id`;
+
 const FLEET_PARKED_READ = prepared(
   // The runners are always listed here, so the statement names them plainly: its generic plan
   // reads their leases through the runner index instead of allowing for a null list.
   `SELECT p.quiesced AS posture_fleet_quiesced, p.halted AS posture_halted, p.system_quiesced AS posture_system_quiesced, f.*
-     FROM (SELECT coalesce(bool_or(quiesced), false) AS quiesced, coalesce(bool_or(halted), false) AS halted,
-                  coalesce(bool_or(system_quiesced), false) AS system_quiesced
-             FROM fleet_posture WHERE id) p
+     FROM (${POSTURE_FLAGS}) p
+     LEFT JOIN (${fleetSql((id) => `${id} = ANY($1::text[])`, PARKED_COLUMNS)}) f ON true`,
+);
+
+/**
+ * FLEET_PARKED_READ with the most urgent lane holding a due entry other than $2 (the first entry
+ * of the order index that is due and not among them: a few index pages on a queue without a
+ * backlog of entries waiting out a retry's backoff).
+ */
+const FLEET_PARKED_READ_AHEAD = prepared(
+  `SELECT p.quiesced AS posture_fleet_quiesced, p.halted AS posture_halted, p.system_quiesced AS posture_system_quiesced, a.ahead_lane, f.*
+     FROM (${POSTURE_FLAGS}) p
+     LEFT JOIN (SELECT q.lane AS ahead_lane FROM queue_ready q
+                 WHERE q.blocked_on IS NULL AND q.ready_at <= now() AND q.step_id <> ALL($2::bigint[])
+                 ORDER BY q.lane, q.position LIMIT 1) a ON true
      LEFT JOIN (${fleetSql((id) => `${id} = ANY($1::text[])`, PARKED_COLUMNS)}) f ON true`,
 );
 
@@ -122,6 +139,20 @@ export interface ParkedFleet {
  */
 export async function fleetParkedRead(db: Db, runnerIds: string[]): Promise<ParkedFleet> {
   const { rows } = await db.query(FLEET_PARKED_READ([runnerIds]));
+  return mapParkedFleet(rows);
+}
+
+/**
+ * fleetParkedRead, and in the same statement the most urgent lane (lowest id) holding a due,
+ * claimable entry of any shard besides `besides` (null: none): what a hand-off of `besides` must
+ * not overtake. Every shard, so an estate of several replicas is judged conservatively.
+ */
+export async function fleetParkedReadAhead(db: Db, runnerIds: string[], besides: number[]): Promise<ParkedFleet & { aheadLane: number | null }> {
+  const { rows } = await db.query(FLEET_PARKED_READ_AHEAD([runnerIds, besides]));
+  return { ...mapParkedFleet(rows), aheadLane: rows[0].ahead_lane ?? null };
+}
+
+function mapParkedFleet(rows: any[]): ParkedFleet {
   const p = rows[0];
   return {
     posture: { fleetQuiesced: p.posture_fleet_quiesced, halted: p.posture_halted, systemQuiesced: p.posture_system_quiesced },

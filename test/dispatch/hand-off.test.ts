@@ -23,8 +23,10 @@ function countClaims(pool: Pool): { claims: number } {
   pool.on('connect', (client) => {
     const query = client.query.bind(client) as (...a: unknown[]) => unknown;
     (client as unknown as { query: (...a: unknown[]) => unknown }).query = (...args: unknown[]) => {
-      const q = args[0] as { text?: string };
-      if (typeof q === 'object' && q?.text && /^SELECT \* FROM queue_ready/.test(q.text.trim())) seen.claims++;
+      // A claim is sent as text (unnamed: its best plan depends on its parameters).
+      const q = args[0] as string | { text?: string };
+      const text = typeof q === 'string' ? q : q?.text;
+      if (text && /^SELECT \* FROM queue_ready/.test(text.trim())) seen.claims++;
       return query(...args);
     };
   });
@@ -115,15 +117,30 @@ describe('steps freed by completions, handed to parked calls in the completion t
     second.acquire.deliver([]);
   });
 
-  it('while the queue may hold work queued earlier, the freed step waits its turn in a tick', async () => {
+  it('work of its lane queued earlier goes first: the freed step waits its turn in a tick', async () => {
     const { runId, a, second } = await started();
+    const { runId: earlier } = await runSubmit(db.current.pool, runFileLoad(`name: earlier\nsteps:\n  x: { run: "true" }\n`), { actor: 'test' });
+    // What the enqueue's notification does in a server: the sighting no longer holds.
     deps.queueChanged();
     await completeA(a);
     expect(second.acquire.settled).toBe(false);
     expect(await stepB(runId)).toMatchObject({ status: 'ready', queued: 1 });
-    // The tick delivers it as before.
+    // The tick delivers in its order: the entry queued earlier first.
+    const claims = seen.claims;
     expect(await deps.tick()).toMatchObject({ delivered: 1 });
+    expect(seen.claims).toBeGreaterThan(claims);
+    expect((await second.offers).map((o) => [o.run_id, o.step])).toEqual([[earlier, 'x']]);
+  });
+
+  it('with no sighting of the queue, a queue holding nothing else due is read in the transaction and the step handed off', async () => {
+    const { runId, a, second } = await started();
+    deps.queueChanged();
+    const claims = seen.claims;
+    await completeA(a);
+    expect(second.acquire.settled).toBe(true);
     expect((await second.offers).map((o) => o.step)).toEqual(['b']);
+    expect(await stepB(runId)).toMatchObject({ status: 'running', runner_id: 'rnr_h2', same_transaction: true, queued: 0 });
+    expect(seen.claims).toBe(claims);
   });
 
   it('a step in a pool is left to the ticks, which take its hold', async () => {
