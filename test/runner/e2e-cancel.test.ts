@@ -30,8 +30,10 @@ describe('runs cancel reaches the runner at once', { timeout: 120_000 }, () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(new RegExp(`^run ${runId} cancelled: slow`));
     expect(r.stdout).toMatch(/1 running step: its lease revoked; its runner is told now and kills the step's process group/);
-    await waitFor(() => !alive(pid), { what: 'the step process gone', timeoutMs: 15_000 });
-    expect(Date.now() - cancelledAt).toBeLessThan(15_000);
+    // Seconds when the machine is idle; the bound leaves room for a loaded one (the CLI's own start
+    // is inside it) and still fails a cancel that waits for the renewal, 60 s after the start.
+    await waitFor(() => !alive(pid), { what: 'the step process gone', timeoutMs: 40_000 });
+    expect(Date.now() - cancelledAt).toBeLessThan(40_000);
     expect(await fleet.runDone(runId, 5_000)).toMatchObject({ status: 'cancelled' });
     await runner.waitForOutput(/lease expired or revoked \(on cancel notice\)/);
     expect(runner.running).toBe(true);
