@@ -56,7 +56,17 @@ export interface ClientOptions {
    */
   rediscover?: () => string[] | undefined;
   fetch?: typeof fetch;
+  /** How long calls stay on a later server before the first is tried again (default FAIL_BACK_MS). */
+  failBackMs?: number;
 }
+
+/**
+ * A runner that failed over tries its first server again after this long. Without it, every
+ * replica fault moves runners down their lists for good: a fleet whose runners each prefer a
+ * different replica ends up parked on a few, and the shards of a replica none parks on wait for
+ * the any-shard lane (SHARD_FALLBACK_MS) instead of going at once.
+ */
+export const FAIL_BACK_MS = 30_000;
 
 interface CallOptions {
   auth: boolean;
@@ -90,6 +100,9 @@ const TRANSIENT_STATUSES = new Set([429, 500, 502, 503, 504]);
 export class RunnerClient {
   private servers: string[];
   private current = 0;
+  /** When calls left the first server (null while on it). */
+  private leftFirstAt: number | null = null;
+  private readonly failBackMs: number;
   private credential?: string;
   private readonly log: Logger;
   private readonly clock: Clock;
@@ -109,6 +122,15 @@ export class RunnerClient {
     this.timeoutMs = opts.requestTimeoutMs ?? 15_000;
     this.fetchImpl = opts.fetch ?? fetch;
     this.rediscover = opts.rediscover;
+    this.failBackMs = opts.failBackMs ?? FAIL_BACK_MS;
+  }
+
+  /** A new call after FAIL_BACK_MS on a later server goes to the first one again; if it still fails, on it moves. */
+  private failBack(): void {
+    if (this.current === 0 || this.leftFirstAt === null || this.clock.now() - this.leftFirstAt < this.failBackMs) return;
+    this.log.info({ from: this.server, to: this.servers[0] }, `runner protocol: trying ${this.servers[0]} again`);
+    this.current = 0;
+    this.leftFirstAt = null;
   }
 
   private readonly rediscover?: () => string[] | undefined;
@@ -125,6 +147,7 @@ export class RunnerClient {
     this.log.warn({ from: this.servers, to: found }, `runner protocol: the server's recorded address changed to ${found.join(', ')}; calling it there`);
     this.servers = found;
     this.current = 0;
+    this.leftFirstAt = null;
     return true;
   }
 
@@ -214,6 +237,7 @@ export class RunnerClient {
     let fiveHundreds = 0;
     const first = JSON.stringify(body);
     const again = opts.retryBody === undefined ? first : JSON.stringify(opts.retryBody);
+    this.failBack();
     for (;;) {
       const payload = failures === 0 ? first : again;
       // What the last refusal asked us to wait (429/503 with Retry-After): honoured, with jitter.
@@ -259,6 +283,7 @@ export class RunnerClient {
       if (this.moveIfRediscovered()) continue;
       const previous = server;
       if (this.servers.length > 1 && this.server === previous) {
+        if (this.current === 0) this.leftFirstAt = this.clock.now();
         this.current = (this.current + 1) % this.servers.length;
       }
       const moved = this.server !== previous;

@@ -96,6 +96,33 @@ describe('runner protocol client', () => {
     expect(client.server).toBe(b.url);
   });
 
+  it('goes back to its first server once FAIL_BACK_MS has passed on a later one, and on again if it still fails', async () => {
+    const a = await api();
+    const b = await api();
+    let now = 0;
+    const clock = { now: () => now, sleep: async () => {} };
+    const client = new RunnerClient({ servers: [a.url, b.url], credential: 'c', log, backoff: fast, clock, failBackMs: 30_000 });
+    a.failNext('ack', { status: 503, error: 'store unavailable: x' });
+    await client.ack([{ step_id: 1, token: 't1' }]);
+    expect(client.server).toBe(b.url);
+    now += 29_999;
+    await client.renew([{ step_id: 1, token: 't1' }]);
+    expect(client.server).toBe(b.url);
+    now += 1;
+    await client.renew([{ step_id: 1, token: 't1' }]);
+    expect(client.server).toBe(a.url);
+    expect(a.calls.map((c) => c.path)).toEqual(['ack', 'renew']);
+    expect(b.calls.map((c) => c.path)).toEqual(['ack', 'renew']);
+    // Still failing: one round trip there, then on to the next, and the next try is a period later.
+    a.failNext('complete', { status: 503, error: 'store unavailable: x' });
+    now += 30_000;
+    await client.complete([{ step_id: 1, token: 't1', exit_code: 0 }]);
+    expect(client.server).toBe(b.url);
+    now += 10_000;
+    await client.renew([{ step_id: 2, token: 't2' }]);
+    expect(client.server).toBe(b.url);
+  });
+
   it('a server answering 503 is left for the next one', async () => {
     const a = await api();
     const b = await api();
