@@ -23,6 +23,8 @@ export async function runHistoryPrune(client: PoolClient, p: { retentionDays: nu
   if (ids.length === 0) return { runs: 0, steps: 0, logs: 0 };
   const logs = await client.query(`DELETE FROM step_logs l USING steps s WHERE l.step_id = s.id AND s.run_id = ANY($1::bigint[])`, [ids]);
   const steps = await client.query(`DELETE FROM steps WHERE run_id = ANY($1::bigint[])`, [ids]);
+  // Spans still owed for them (a cancel's, with traces off on every replica) go with them.
+  await client.query(`DELETE FROM trace_unsent WHERE run_id = ANY($1::bigint[])`, [ids]);
   const runs = await client.query(`DELETE FROM runs WHERE id = ANY($1::bigint[])`, [ids]);
   return { runs: runs.rowCount ?? 0, steps: steps.rowCount ?? 0, logs: logs.rowCount ?? 0 };
 }
