@@ -117,6 +117,58 @@ describe('trace details', { timeout: 120_000 }, () => {
     expect(receiver.refused).toEqual([]);
   });
 
+  it('a webhook call with a W3C traceparent starts a run that joins the caller\'s trace (still linked to its delivery); a malformed one is ignored', async () => {
+    const callerTrace = '0af7651916cd43dd8448eb211c80319c';
+    const callerSpan = 'b7ad6b7169203331';
+    const hook = await webhookAdd(db.current.pool, { template: 'nightly', actor: 'test' });
+    const post = async (key: string, traceparent: string) => {
+      const body = JSON.stringify({ ref: key });
+      const ts = String(Math.floor(Date.now() / 1000));
+      const res = await fetch(`${server.url}/api/hooks/${hook.id}`, {
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json', 'x-opschain-timestamp': ts, 'x-opschain-signature': webhookSignature(hook.secret, ts, Buffer.from(body)), 'x-opschain-delivery': key, traceparent },
+      });
+      expect(res.status).toBe(202);
+    };
+    await post('ci-1', `00-${callerTrace}-${callerSpan}-01`);
+    await post('ci-2', '00-not-a-traceparent-01');
+    const report = await launch();
+    expect(report.fired).toHaveLength(2);
+    const ticks = (await db.current.pool.query(
+      `SELECT t.id, t.run_id, d.delivery_key FROM trigger_ticks t JOIN webhook_deliveries d ON d.id = t.delivery_id WHERE t.trigger_id = $1 ORDER BY d.delivery_key`,
+      [hook.id],
+    )).rows;
+    expect(ticks.map((t) => t.delivery_key)).toEqual(['ci-1', 'ci-2']);
+    const joined = Number(ticks[0].run_id);
+    const own = Number(ticks[1].run_id);
+    expect(await runTraceOf(joined)).toBe(callerTrace);
+    expect(await runTraceOf(own)).not.toBe(callerTrace);
+    // The step of the joined run is offered under the caller's trace, its attempt span's child.
+    const offers: Array<{ step_id: number; traceparent: string; token: string }> = [];
+    for (let i = 0; i < 2; i++) {
+      const offered = await runner.acquire({ wait_ms: 10_000 });
+      const offer = offered.body.offers[0];
+      offers.push(offer);
+      const lease = { step_id: offer.step_id, token: offer.token };
+      expect((await runner.call('ack', { leases: [lease] })).body.results[0]).toMatchObject({ ok: true });
+      expect((await runner.call('complete', { completions: [{ ...lease, exit_code: 0 }] })).body.results[0]).toMatchObject({ ok: true });
+    }
+    const joinedStep = (await db.current.pool.query(`SELECT id FROM steps WHERE run_id = $1`, [joined])).rows[0].id;
+    expect(offers.find((o) => o.step_id === Number(joinedStep))!.traceparent).toBe(`00-${callerTrace}-${attemptSpanId(callerTrace, Number(joinedStep), 1)}-01`);
+
+    await waitFor(() => spansOf(callerTrace).some(isRun), { timeoutMs: 30_000, what: 'the joined run\'s span' });
+    const run = spansOf(callerTrace).find(isRun)!;
+    expect(run).toMatchObject({ spanId: runSpanId(callerTrace, joined, 0), parentSpanId: callerSpan });
+    const tickId = Number(ticks[0].id);
+    expect(run.links).toEqual([{ traceId: launchTraceId(tickId), spanId: launchSpanId(tickId), attributes: { 'opschain.link': 'launched_by' } }]);
+    await waitFor(() => receiver.spans.some((s) => s.traceId === launchTraceId(tickId)), { timeoutMs: 30_000, what: 'the delivery\'s span' });
+    // The other run is a trace of its own, a root.
+    const ownTrace = await runTraceOf(own);
+    await waitFor(() => spansOf(ownTrace).some(isRun), { timeoutMs: 30_000, what: 'the other run\'s span' });
+    expect(spansOf(ownTrace).find(isRun)!.parentSpanId).toBe('');
+  });
+
   it('the queue span names the verdicts the entry was set aside on and for how long each, from the store', async () => {
     const { id: runId, traceId } = await submit({ name: 'needs-gpu', steps: { only: { run: 'true', placement: { labels: ['gpu'] } } } });
     // No runner has the label: the tick that answers a polling runner without it sets the entry
