@@ -5,6 +5,7 @@ import { webhookSignature } from '../../src/core/triggers.js';
 import { createLogger } from '../../src/logger.js';
 import { oneShotAdd, templatePut, webhookAdd } from '../../src/ops/domain/trigger-definitions.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
+import { runRetry } from '../../src/orchestrator/retry.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { RunTracing, tracedHooks } from '../../src/telemetry/run-tracing.js';
@@ -229,6 +230,34 @@ describe('trace details', { timeout: 120_000 }, () => {
     expect(await tracing.sendUnsent({ now: later })).toBe(0);
     await tracing.flush();
     expect(spansOf(traceId)).toHaveLength(spans.length);
+  });
+
+  it('a cancelled run retried at once keeps its cancelled round\'s spans: round 0 cancelled with the attempt it stopped, round 1 its own', async () => {
+    const { id: runId, traceId } = await submit({ name: 'cancel-then-retry', steps: { first: { run: 'sleep 60' } } });
+    const stopped = await startOne();
+    expect(await runCancel(db.current.pool, runId, { actor: 'carol' })).toMatchObject({ cancelled: true, revoked: 1 });
+    // At once, well within the 2 s before the replica's pass over spans owed sends the cancelled
+    // round's: the retry reopens the run (round 1) and sends the stopped step back to the queue.
+    expect(await runRetry(db.current.pool, runId, { actor: 'carol' })).toMatchObject({ status: 'running', retried: [{ name: 'first', attempt: 2 }] });
+    const again = await runOne();
+    expect(again.step_id).toBe(stopped.step_id);
+    const runs = () => spansOf(traceId).filter(isRun);
+    const attempts = () => spansOf(traceId).filter((s) => s.attributes['cicd.pipeline.task.name'] === 'first');
+    await waitFor(() => runs().length === 2 && attempts().length === 2, { timeoutMs: 30_000, what: 'both rounds\' spans' });
+    const spans = spansOf(traceId);
+    expect(new Set(spans.map((s) => s.spanId)).size).toBe(spans.length);
+    const round0 = runs().find((s) => s.spanId === runSpanId(traceId, runId, 0))!;
+    const round1 = runs().find((s) => s.spanId === runSpanId(traceId, runId, 1))!;
+    expect(round0).toMatchObject({ status: { code: 2, message: 'cancelled by carol' } });
+    expect(round0.attributes).toMatchObject({ 'cicd.pipeline.result': 'cancellation', 'opschain.run.round': 0 });
+    expect(round1).toMatchObject({ parentSpanId: round0.spanId, status: { code: 1 } });
+    expect(round1.attributes).toMatchObject({ 'cicd.pipeline.result': 'success', 'opschain.run.round': 1 });
+    const [a1, a2] = [1, 2].map((n) => attempts().find((s) => s.spanId === attemptSpanId(traceId, stopped.step_id, n))!);
+    expect(a1).toMatchObject({ parentSpanId: round0.spanId, status: { code: 2, message: 'cancelled by carol' } });
+    expect(a1.attributes['cicd.pipeline.task.run.result']).toBe('cancellation');
+    expect(a2).toMatchObject({ parentSpanId: round1.spanId, status: { code: 1 } });
+    // The cancelled attempt ended before the retry's began.
+    expect(a1.endMs).toBeLessThanOrEqual(a2.startMs);
   });
 
   it('a timed-out attempt ends with status timeout; a lost runner\'s with runner_lost, on its lease span too', async () => {
