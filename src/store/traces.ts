@@ -1,5 +1,6 @@
 import type { AttemptFacts, FinishedRunFacts, LeaseFacts } from '../core/trace-spans.js';
 import type { Db, PoolClient } from './pool.js';
+import { prepared } from './prepared.js';
 
 /**
  * The spans a replica owes the collector (table trace_unsent, only written when traces are on,
@@ -45,15 +46,9 @@ const RUN_LAUNCH_JOIN = `LEFT JOIN LATERAL (SELECT t.id, t.kind, t.due_at, t.fir
 
 const claimableAt = (afterMs: string) => `now() + ${afterMs} * interval '1 millisecond'`;
 
-/**
- * Records, in the transaction that ended them, the spans owed for these attempts and the runs that
- * ended with them: one statement. The writer sends them after its commit; any replica may claim
- * them once `resendAfterMs` has passed without the exporter reporting them sent. Returns the rows.
- */
-export async function traceUnsentMark(client: PoolClient, p: { attempts: AttemptEnd[]; runIds: number[]; resendAfterMs: number }): Promise<UnsentSpans[]> {
-  if (p.attempts.length === 0 && p.runIds.length === 0) return [];
-  const { rows } = await client.query(
-    `WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m("stepId" bigint, attempt int, ends jsonb)),
+/** Prepared: a completion's transaction sends it once per group (traces on), so it is parsed and planned once per connection. */
+const TRACE_UNSENT_MARK = prepared(
+  `WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m("stepId" bigint, attempt int, ends jsonb)),
           a AS (INSERT INTO trace_unsent (run_id, kind, facts, claimable_at)
                 SELECT r.id, 'attempt', ${ATTEMPT_JSON} || m.ends, ${claimableAt('$3')}
                   FROM m JOIN steps s ON s.id = m."stepId" AND s.attempt = m.attempt AND s.finished_at IS NOT NULL
@@ -66,7 +61,17 @@ export async function traceUnsentMark(client: PoolClient, p: { attempts: Attempt
                  WHERE r.id = ANY($2::bigint[]) AND r.status <> 'running' AND r.finished_at IS NOT NULL
                 RETURNING id, kind, facts)
      SELECT * FROM a UNION ALL SELECT * FROM f`,
-    [JSON.stringify(p.attempts.map((a) => ({ stepId: a.stepId, attempt: a.attempt, ends: { outcome: a.outcome, event: a.event, lease: a.lease } }))), p.runIds, p.resendAfterMs],
+);
+
+/**
+ * Records, in the transaction that ended them, the spans owed for these attempts and the runs that
+ * ended with them: one statement. The writer sends them after its commit; any replica may claim
+ * them once `resendAfterMs` has passed without the exporter reporting them sent. Returns the rows.
+ */
+export async function traceUnsentMark(client: PoolClient, p: { attempts: AttemptEnd[]; runIds: number[]; resendAfterMs: number }): Promise<UnsentSpans[]> {
+  if (p.attempts.length === 0 && p.runIds.length === 0) return [];
+  const { rows } = await client.query(
+    TRACE_UNSENT_MARK([JSON.stringify(p.attempts.map((a) => ({ stepId: a.stepId, attempt: a.attempt, ends: { outcome: a.outcome, event: a.event, lease: a.lease } }))), p.runIds, p.resendAfterMs]),
   );
   return rows.map(mapUnsent);
 }
@@ -127,9 +132,11 @@ export async function traceUnsentClaim(db: Db, p: { limit: number; resendAfterMs
 }
 
 /** Forgets rows whose spans the exporter sent (or that the sampler dropped). */
+const TRACE_UNSENT_CLEAR = prepared(`DELETE FROM trace_unsent WHERE id = ANY($1::bigint[])`);
+
 export async function traceUnsentClear(db: Db, ids: number[]): Promise<void> {
   if (ids.length === 0) return;
-  await db.query(`DELETE FROM trace_unsent WHERE id = ANY($1::bigint[])`, [ids]);
+  await db.query(TRACE_UNSENT_CLEAR([ids]));
 }
 
 const date = (v: string | null | undefined): Date | null => (v == null ? null : new Date(v));

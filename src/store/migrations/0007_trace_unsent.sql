@@ -16,9 +16,9 @@ CREATE TABLE trace_unsent (
   marked_at     timestamptz NOT NULL DEFAULT now(),
   claimable_at  timestamptz NOT NULL DEFAULT now()
 );
+-- The claim's order, and the history pruner's: rows no replica claimed for as long as finished
+-- runs are kept (traces off everywhere) go with the history, by this index.
 CREATE INDEX trace_unsent_claimable_idx ON trace_unsent (claimable_at);
--- The history pruner takes a run's rows with the run.
-CREATE INDEX trace_unsent_run_idx ON trace_unsent (run_id);
 
 -- Runs a cancel marked under 0006 and no replica has sent yet: their run round and the attempts the
 -- cancel stopped, as the replicas of 0006 would have read them.
