@@ -161,6 +161,8 @@ export interface Sizes {
   fleetLatencyRuns: number;
   /** Ready depths at which the console scenario times one admin queue refresh. */
   consoleDepths: number[];
+  /** Interleaved pairs of untraced and traced throughput drains whose median on ÷ off is the traces' cost. */
+  tracePairs: number;
   /** graphile-worker settings of the baseline. */
   baselineConcurrency: number;
   baselineLocalQueue: number;
@@ -170,6 +172,6 @@ export interface Sizes {
 export function sizesFor(quick: boolean): Sizes {
   const common = { stepsPerRun: 10, wideRunners: 8, wideSlots: 32, bulkBatch: 100, floorWorkers: 8, floorClaim: 64, latencySpacingMs: 20, baselineConcurrency: 24, baselineLocalQueue: 500, baselineCompleteBatchDelayMs: 0, replicas: 3 };
   return quick
-    ? { ...common, bulkRuns: 200, throughputSteps: 1_000, warmupSteps: 100, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, latencyBlocked: 1_000, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, idleRunners: 50, idleWaitMs: 1_000, idleSampleMs: 1_000, consoleDepths: [1_000, 10_000], fleetRunners: 500, fleetReady: 10_000, fleetBacklogRunners: 100, fleetBacklog: 1_000, fleetRegisterConcurrency: 64, fleetWaitMs: 5_000, fleetSampleMs: 5_000, fleetLatencyRuns: 20 }
-    : { ...common, bulkRuns: 2_000, throughputSteps: 20_000, warmupSteps: 10_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, latencyBlocked: 10_500, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, idleRunners: 500, idleWaitMs: 1_000, idleSampleMs: 5_000, consoleDepths: [100_000, 1_000_000], fleetRunners: 10_000, fleetReady: 1_000_000, fleetBacklogRunners: 1_000, fleetBacklog: 10_000, fleetRegisterConcurrency: 256, fleetWaitMs: 50_000, fleetSampleMs: 50_000, fleetLatencyRuns: 100 };
+    ? { ...common, tracePairs: 3, bulkRuns: 200, throughputSteps: 1_000, warmupSteps: 100, runners: 64, runnerSlots: 4, latencyRuns: 40, latencyRunners: 8, latencyBlocked: 1_000, depths: [1_000, 5_000], depthDrain: 300, memoryEntries: 10_000, memoryRunners: 100, memorySampleMs: 1_000, idleRunners: 50, idleWaitMs: 1_000, idleSampleMs: 1_000, consoleDepths: [1_000, 10_000], fleetRunners: 500, fleetReady: 10_000, fleetBacklogRunners: 100, fleetBacklog: 1_000, fleetRegisterConcurrency: 64, fleetWaitMs: 5_000, fleetSampleMs: 5_000, fleetLatencyRuns: 20 }
+    : { ...common, tracePairs: 3, bulkRuns: 2_000, throughputSteps: 20_000, warmupSteps: 10_000, runners: 64, runnerSlots: 4, latencyRuns: 200, latencyRunners: 16, latencyBlocked: 10_500, depths: [10_000, 100_000, 1_000_000], depthDrain: 5_000, memoryEntries: 1_000_000, memoryRunners: 1_000, memorySampleMs: 5_000, idleRunners: 500, idleWaitMs: 1_000, idleSampleMs: 5_000, consoleDepths: [100_000, 1_000_000], fleetRunners: 10_000, fleetReady: 1_000_000, fleetBacklogRunners: 1_000, fleetBacklog: 10_000, fleetRegisterConcurrency: 256, fleetWaitMs: 50_000, fleetSampleMs: 50_000, fleetLatencyRuns: 100 };
 }

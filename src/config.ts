@@ -39,6 +39,8 @@ export interface ServerConfig {
   tracingSampler: SamplerName;
   tracingSamplerArg: number;
   tracingServiceName: string;
+  /** How long the replica that ended an attempt has to report its spans sent before any replica sends them. */
+  tracingResendAfterMs: number;
   /** OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: the full traces URL, used when no tracing.endpoint is set. */
   tracingTracesUrl?: string;
   /** OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none: no traces whatever the endpoint. */
@@ -70,6 +72,7 @@ export const CONFIG_KEYS: KeySpec[] = [
   { path: 'tracing.sampler', env: 'OTEL_TRACES_SAMPLER', kind: 'sampler', field: 'tracingSampler', default: 'parentbased_always_on', doc: `which runs' traces are kept: ${SAMPLER_NAMES.join(' | ')}` },
   { path: 'tracing.sampler_arg', env: 'OTEL_TRACES_SAMPLER_ARG', kind: 'ratio', field: 'tracingSamplerArg', default: 1, doc: 'the ratio of the traceidratio samplers, 0 to 1' },
   { path: 'tracing.service_name', env: 'OTEL_SERVICE_NAME', kind: 'string', field: 'tracingServiceName', default: 'opschain', doc: 'service.name of the exported spans' },
+  { path: 'tracing.resend_after', env: 'OPSCHAIN_TRACING_RESEND_AFTER', kind: 'duration', field: 'tracingResendAfterMs', default: 60_000, doc: 'spans the exporter did not report sent this long after their attempt or run ended (the replica died, the collector refused them) are sent by any replica with traces on; keep it well above the exporter\'s delay and timeout' },
   { path: 'steps.default_timeout', env: 'OPSCHAIN_STEPS_DEFAULT_TIMEOUT', kind: 'duration', field: 'defaultStepTimeoutMs', default: 3_600_000, doc: 'the timeout of a step whose run file sets none' },
 ];
 
@@ -233,6 +236,7 @@ export interface TracingSettings {
   url: string;
   sampler: Sampler;
   serviceName: string;
+  resendAfterMs: number;
 }
 
 /**
@@ -243,5 +247,5 @@ export function tracingSettings(config: ServerConfig): TracingSettings | undefin
   if (config.tracingDisabled) return undefined;
   const url = config.tracingEndpoint ? `${config.tracingEndpoint.replace(/\/+$/, '')}/v1/traces` : config.tracingTracesUrl;
   if (!url) return undefined;
-  return { url, sampler: { name: config.tracingSampler, ratio: config.tracingSamplerArg }, serviceName: config.tracingServiceName };
+  return { url, sampler: { name: config.tracingSampler, ratio: config.tracingSamplerArg }, serviceName: config.tracingServiceName, resendAfterMs: config.tracingResendAfterMs };
 }

@@ -95,14 +95,14 @@ describe('tracing settings', () => {
 
   it('come from the standard OTEL variables', () => {
     const c = loadConfig({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/', OTEL_SERVICE_NAME: 'ci-dispatch', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' } });
-    expect(tracingSettings(c)).toEqual({ url: 'http://collector:4318/v1/traces', sampler: { name: 'parentbased_traceidratio', ratio: 0.25 }, serviceName: 'ci-dispatch' });
+    expect(tracingSettings(c)).toEqual({ url: 'http://collector:4318/v1/traces', sampler: { name: 'parentbased_traceidratio', ratio: 0.25 }, serviceName: 'ci-dispatch', resendAfterMs: 60_000 });
     // The traces endpoint is a full URL, used as it is.
     expect(tracingSettings(loadConfig({ env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://tempo:4318/otlp/v1/traces' } }))?.url).toBe('https://tempo:4318/otlp/v1/traces');
   });
 
   it('the environment wins over the file as for every key, OPSCHAIN_TRACING_ENDPOINT over the OTEL one; OTEL_SDK_DISABLED turns traces off', () => {
-    const tracing = file('tracing.yaml', 'tracing:\n  endpoint: http://b:4318\n  sampler: always_on\n');
-    expect(tracingSettings(loadConfig({ env: {}, configFile: tracing }))).toEqual({ url: 'http://b:4318/v1/traces', sampler: { name: 'always_on', ratio: 1 }, serviceName: 'opschain' });
+    const tracing = file('tracing.yaml', 'tracing:\n  endpoint: http://b:4318\n  sampler: always_on\n  resend_after: 5m\n');
+    expect(tracingSettings(loadConfig({ env: {}, configFile: tracing }))).toEqual({ url: 'http://b:4318/v1/traces', sampler: { name: 'always_on', ratio: 1 }, serviceName: 'opschain', resendAfterMs: 300_000 });
     expect(tracingSettings(loadConfig({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318' }, configFile: tracing }))?.url).toBe('http://a:4318/v1/traces');
     expect(tracingSettings(loadConfig({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OPSCHAIN_TRACING_ENDPOINT: 'http://c:4318' } }))?.url).toBe('http://c:4318/v1/traces');
     expect(tracingSettings(loadConfig({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_SDK_DISABLED: 'true' } }))).toBeUndefined();

@@ -1,11 +1,27 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { formatTraceParent, parseTraceParent, TraceParentError } from '../core/trace-ids.js';
 import { payloadRefusal, WEBHOOK_HEADERS, WEBHOOK_MAX_BYTES, webhookVerify } from '../core/triggers.js';
 import type { ReplicaEnv } from '../context.js';
 import { isStatementTimeout, isStoreUnavailable, STATEMENT_TIMEOUT_MESSAGE, storeCause } from '../store/pool.js';
 import { deliveryInsert, webhookForVerify } from '../store/triggers.js';
 
 const DELIVERY_ID = /^[A-Za-z0-9._:-]{1,200}$/;
+
+/**
+ * The caller's W3C traceparent, normalised, for the run the delivery starts to join; a malformed
+ * one is ignored (the run starts a trace of its own), as the recommendation has it and as
+ * `POST /api/runs` does.
+ */
+function callerTraceparent(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return formatTraceParent(parseTraceParent(value));
+  } catch (err) {
+    if (err instanceof TraceParentError) return undefined;
+    throw err;
+  }
+}
 
 function refuse(reply: FastifyReply, status: number, code: string, message: string) {
   reply.code(status).send({ error: { code, message } });
@@ -58,7 +74,8 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: Pick<ReplicaEnv
       const refused = payloadRefusal(payload, hook.maps);
       if (refused) return refuse(reply, 400, 'invalid_input', refused);
       const deliveryKey = given ?? `sig-${createHash('sha256').update(signature!).digest('hex').slice(0, 32)}`;
-      const recorded = await deliveryInsert(ctx.pool, { webhookId: hook.id, deliveryKey, signature: signature!.trim(), payload });
+      const traceparent = callerTraceparent(header('traceparent'));
+      const recorded = await deliveryInsert(ctx.pool, { webhookId: hook.id, deliveryKey, signature: signature!.trim(), payload, ...(traceparent ? { traceparent } : {}) });
       if (!recorded) return refuse(reply, 409, 'replayed', `delivery ${deliveryKey} was already received`);
       reply.code(202);
       return { delivery_id: recorded.deliveryKey, webhook: hook.id };

@@ -5,7 +5,7 @@ import { stepLogSystem } from '../store/logs.js';
 import { withTransaction, type Pool } from '../store/pool.js';
 import { queueRemoveRun } from '../store/queue.js';
 import { runGet, runLock, runsFinish, stepsCloseWaiting, stepsLockRun, type RunStatus } from '../store/runs.js';
-import { traceRunUnsentMark } from '../store/traces.js';
+import { traceUnsentMarkCancelled } from '../store/traces.js';
 
 export interface RunCancelled {
   id: number;
@@ -46,8 +46,9 @@ export async function runCancel(pool: Pool, runId: number, opts: { actor: string
     await queueRemoveRun(client, runId);
     for (const s of steps) if (s.wasRunning) await stepLogSystem(client, { stepId: s.id, attempt: s.attempt, text: `${cause}; the runner was told to stop` });
     await runsFinish(client, { runIds: [runId], override: { status: 'cancelled', cause } });
-    // Whoever cancels may export nothing (a CLI on the store): a replica with traces on sends its spans.
-    await traceRunUnsentMark(client, runId);
+    // Whoever cancels may export nothing (a CLI on the store): a replica with traces on sends its
+    // spans, from the facts recorded here, so a retry right after cannot erase this round's.
+    await traceUnsentMarkCancelled(client, runId);
     await auditRecord(client, { actor: opts.actor, action: 'runs.cancel', target: `run:${runId}`, source: opts.source, detail: { steps: steps.map((s) => s.name), revoked: revoked.length } });
     return { id: runId, status: 'cancelled', cancelled: true, steps: steps.map((s) => s.name), revoked: revoked.length };
   });

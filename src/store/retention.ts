@@ -24,6 +24,9 @@ export async function runHistoryPrune(client: PoolClient, p: { retentionDays: nu
   if (ids.length === 0) return { runs: 0, steps: 0, logs: 0 };
   const logs = await client.query(`DELETE FROM step_logs l USING steps s WHERE l.step_id = s.id AND s.run_id = ANY($1::bigint[])`, [ids]);
   const steps = await client.query(`DELETE FROM steps WHERE run_id = ANY($1::bigint[])`, [ids]);
+  // Spans owed that no replica claimed for as long (a cancel's, with traces off on every replica) go
+  // with the history; a claimed row is claimable again a grace later, so a sent one never gets here.
+  await client.query(`DELETE FROM trace_unsent WHERE claimable_at < now() - $1 * interval '1 day'`, [p.retentionDays]);
   const runs = await client.query(`DELETE FROM runs WHERE id = ANY($1::bigint[])`, [ids]);
   return { runs: runs.rowCount ?? 0, steps: steps.rowCount ?? 0, logs: logs.rowCount ?? 0 };
 }

@@ -249,13 +249,16 @@ export async function webhookForVerify(db: Db, id: number): Promise<(WebhookRow 
 }
 
 /** Records a verified delivery; undefined when its delivery id or signature was seen before (a replay). */
-export async function deliveryInsert(db: Db, p: { webhookId: number; deliveryKey: string; signature: string; payload: string }): Promise<{ id: number; deliveryKey: string } | undefined> {
+export async function deliveryInsert(
+  db: Db,
+  p: { webhookId: number; deliveryKey: string; signature: string; payload: string; traceparent?: string },
+): Promise<{ id: number; deliveryKey: string } | undefined> {
   const { rows } = await db.query(
     `WITH ins AS (
-       INSERT INTO webhook_deliveries (webhook_id, delivery_key, signature, payload) VALUES ($1, $2, $3, $4)
+       INSERT INTO webhook_deliveries (webhook_id, delivery_key, signature, payload, traceparent) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT DO NOTHING RETURNING id, delivery_key)
      SELECT ins.id, ins.delivery_key, pg_notify('${TRIGGERS_CHANNEL}', 'delivery') FROM ins`,
-    [p.webhookId, p.deliveryKey, p.signature, p.payload],
+    [p.webhookId, p.deliveryKey, p.signature, p.payload, p.traceparent ?? null],
   );
   return rows[0] ? { id: Number(rows[0].id), deliveryKey: rows[0].delivery_key } : undefined;
 }
@@ -514,9 +517,10 @@ export async function templateLoad(client: PoolClient, p: { template: string; tr
   return { running: r.running, today: r.today, triggerRunning: (r.trigger_running ?? []).map(Number), olderPending: r.older_pending === null ? null : Number(r.older_pending) };
 }
 
-export async function deliveryPayload(db: Db, id: number): Promise<string | undefined> {
-  const { rows } = await db.query(`SELECT payload FROM webhook_deliveries WHERE id = $1`, [id]);
-  return rows[0]?.payload;
+/** What a delivery hands the run it starts: its payload, and the caller's traceparent when one came with it. */
+export async function deliveryForRun(db: Db, id: number): Promise<{ payload: string; traceparent: string | null } | undefined> {
+  const { rows } = await db.query(`SELECT payload, traceparent FROM webhook_deliveries WHERE id = $1`, [id]);
+  return rows[0] ? { payload: rows[0].payload, traceparent: rows[0].traceparent ?? null } : undefined;
 }
 
 /** Marks a run as started by a trigger from a template version (and gives it the webhook payload). */

@@ -3,9 +3,9 @@ import type { ReplicaEnv, ReplicaPart } from '../context.js';
 import { startLoop } from '../loop.js';
 import type { RunTracing } from './run-tracing.js';
 
-/** How often a replica with traces on looks for cancelled runs whose spans nobody sent. */
-const CANCELLED_EVERY_MS = 2_000;
-const CANCELLED_BATCH = 100;
+/** How often a replica with traces on looks for spans owed that nobody sent (a cancel's, a dead replica's). */
+const UNSENT_EVERY_MS = 2_000;
+const UNSENT_BATCH = 100;
 
 /**
  * Exports this replica's runs as traces when an OTLP endpoint is configured (docs/tracing.md).
@@ -17,15 +17,15 @@ export async function startTracing(env: Pick<ReplicaEnv, 'config' | 'log' | 'rep
   if (!settings) return undefined;
   const log = env.log.child({ component: 'tracing' });
   const { createOtlpSink } = await import('./otlp-sink.js');
-  const sink = await createOtlpSink({ url: settings.url, serviceName: settings.serviceName, replicaId: env.replicaId, log });
-  tracing.start({ sink, sampler: settings.sampler, log, pool: env.pool });
+  const sink = await createOtlpSink({ url: settings.url, serviceName: settings.serviceName, replicaId: env.replicaId, log, onSent: (marks) => tracing.sentOf(marks) });
+  tracing.start({ sink, sampler: settings.sampler, log, pool: env.pool, resendAfterMs: settings.resendAfterMs });
   log.info({ url: settings.url, sampler: settings.sampler.name, ratio: settings.sampler.ratio, service: settings.serviceName }, 'runs are exported as traces');
-  // Cancelled runs are marked in the store by whoever cancels; a full pass goes straight on to the next.
-  const cancelled = startLoop({ name: 'cancelled run traces', clock: env.clock, log, once: async () => ((await tracing.sendCancelled()) === CANCELLED_BATCH ? 0 : CANCELLED_EVERY_MS) });
+  // Spans owed are recorded in the store by whoever ends or cancels; a full pass goes straight on to the next.
+  const unsent = startLoop({ name: 'unsent spans', clock: env.clock, log, once: async () => ((await tracing.sendUnsent({ limit: UNSENT_BATCH })) === UNSENT_BATCH ? 0 : UNSENT_EVERY_MS) });
   return {
     halt: async () => {},
     stop: async () => {
-      await cancelled.stop();
+      await unsent.stop();
       await tracing.stop();
     },
   };

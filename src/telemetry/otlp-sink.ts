@@ -4,7 +4,11 @@ import { VERSION } from '../version.js';
 
 /** Where a replica's finished spans go. */
 export interface SpanSink {
-  emit(spans: SpanRecord[]): void;
+  /**
+   * Hands spans to the exporter. A batch with a mark is reported to onSent once the exporter has
+   * sent every span of it; one some of whose spans failed or were dropped is never reported.
+   */
+  emit(batches: Array<{ spans: SpanRecord[]; mark?: number }>): void;
   /** Exports what is buffered now (tests, shutdown). */
   flush(): Promise<void>;
   shutdown(): Promise<void>;
@@ -26,7 +30,15 @@ const WARN_EVERY_MS = 60_000;
  * The spans are handed to the processor as finished spans with their own ids and times; the SDK's
  * tracer (which would take its own clock and random ids) is not used.
  */
-export async function createOtlpSink(p: { url: string; serviceName: string; replicaId: string; log: Logger; scheduledDelayMs?: number }): Promise<SpanSink> {
+export async function createOtlpSink(p: {
+  url: string;
+  serviceName: string;
+  replicaId: string;
+  log: Logger;
+  scheduledDelayMs?: number;
+  /** The marks of batches whose every span the collector accepted. */
+  onSent?: (marks: number[]) => void;
+}): Promise<SpanSink> {
   const [{ BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes }, { setGlobalErrorHandler }] = await Promise.all([
     import('@opentelemetry/sdk-trace-base'),
     import('@opentelemetry/exporter-trace-otlp-http'),
@@ -49,7 +61,29 @@ export async function createOtlpSink(p: { url: string; serviceName: string; repl
   // The SDK's default buffer (2,048 spans, exported 512 at a time) overflows, dropping spans, at a
   // few hundred steps a second (four spans a step); the OTEL_BSP_* variables still decide when set.
   const env = process.env;
-  const processor = new BatchSpanProcessor(new OTLPTraceExporter({ url: p.url }), {
+  // Which batch each span came in, and how many of its spans are still to be sent: a batch's
+  // spans may go out in more than one export. Weak: a span the processor dropped (its buffer
+  // full) takes its batch's tally with it, unreported.
+  const tallies = new WeakMap<object, { mark: number; left: number; failed: boolean }>();
+  const otlp = new OTLPTraceExporter({ url: p.url });
+  const exporter: ConstructorParameters<typeof BatchSpanProcessor>[0] = {
+    export: (spans, done) =>
+      otlp.export(spans, (result) => {
+        const sent: number[] = [];
+        for (const s of spans) {
+          const t = tallies.get(s);
+          if (!t) continue;
+          // ExportResultCode.SUCCESS
+          if (result.code !== 0) t.failed = true;
+          else if (--t.left === 0 && !t.failed) sent.push(t.mark);
+        }
+        if (sent.length > 0) p.onSent?.(sent);
+        done(result);
+      }),
+    shutdown: () => otlp.shutdown(),
+    forceFlush: () => otlp.forceFlush(),
+  };
+  const processor = new BatchSpanProcessor(exporter, {
     ...(p.scheduledDelayMs !== undefined ? { scheduledDelayMillis: p.scheduledDelayMs } : {}),
     ...(env.OTEL_BSP_MAX_QUEUE_SIZE ? {} : { maxQueueSize: 32_768 }),
     ...(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE ? {} : { maxExportBatchSize: 2_048 }),
@@ -81,8 +115,15 @@ export async function createOtlpSink(p: { url: string; serviceName: string; repl
     };
   };
   return {
-    emit: (spans) => {
-      for (const s of spans) processor.onEnd(toReadable(s));
+    emit: (batches) => {
+      for (const b of batches) {
+        const tally = b.mark === undefined ? undefined : { mark: b.mark, left: b.spans.length, failed: false };
+        for (const s of b.spans) {
+          const span = toReadable(s);
+          if (tally) tallies.set(span, tally);
+          processor.onEnd(span);
+        }
+      }
     },
     flush: () => processor.forceFlush(),
     shutdown: () => processor.shutdown(),

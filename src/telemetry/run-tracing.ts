@@ -3,157 +3,176 @@ import { attemptSpans, launchSpan, runSampled, runSpan, type AttemptFacts, type 
 import type { Logger } from '../logger.js';
 import type { OrchestratorHooks, StepOutcome, StepsEnded } from '../orchestrator/contract.js';
 import { afterCommit, type Pool, type PoolClient } from '../store/pool.js';
-import { traceAttemptsRead, traceCancelledAttemptsRead, traceRunsRead, traceRunsUnsentClaim, traceStepRequeued } from '../store/traces.js';
+import { traceUnsentClaim, traceUnsentClear, traceUnsentMark, traceUnsentMarkRequeued, type UnsentSpans } from '../store/traces.js';
 import type { SpanSink } from './otlp-sink.js';
 
-/** An attempt a committed transaction ended, with what only the ending call knew of it. */
-interface EndedAttempt {
-  stepId: number;
-  attempt: number;
-  status: string;
-  event: string | null;
-  lease: StepOutcome['lease'];
-}
+/** How long the replica that ended an attempt has to send its spans before any replica may. */
+export const RESEND_AFTER_MS = 60_000;
 
 /**
  * A replica's traces: off (no sink) until the tracing feature installs one. The orchestrator's
  * hooks are wrapped once at start-up (tracedHooks) and ask this object on every call, so with
- * traces off they cost one property read and build nothing.
+ * traces off they cost one property read, build nothing and write nothing.
  *
  * Which attempts and runs ended is known in the transaction that ended them (exactly one does:
- * the lease's deletion fences the completion, the run's last open step closes it); the rest of
- * their spans is read after that transaction commits, off the lease writes' path, the ends of
- * several commits in one read while the previous read is under way.
+ * the lease's deletion fences the completion, the run's last open step closes it). That
+ * transaction records the spans owed (trace_unsent, with the facts they are built from); after it
+ * commits they are built and handed to the exporter, and the row is deleted when the exporter
+ * reports them sent. A row left behind (the replica died first, or the collector refused them) is
+ * claimed by a replica with traces on once its grace has passed, and sent from there.
  */
 export class RunTracing {
-  private on?: { sink: SpanSink; sampler: Sampler; log: Logger; pool: Pool };
-  private pending: { attempts: EndedAttempt[]; runs: number[] } = { attempts: [], runs: [] };
-  private reading?: Promise<void>;
+  private on?: { sink: SpanSink; sampler: Sampler; log: Logger; pool: Pool; resendAfterMs: number };
+  private pool?: Pool;
+  private queued: UnsentSpans[] = [];
+  private emitTimer?: NodeJS.Immediate;
+  private sent: number[] = [];
+  private clearing?: Promise<void>;
 
   get active(): boolean {
     return this.on !== undefined;
   }
 
-  start(p: { sink: SpanSink; sampler: Sampler; log: Logger; pool: Pool }): void {
-    this.on = p;
+  start(p: { sink: SpanSink; sampler: Sampler; log: Logger; pool: Pool; resendAfterMs?: number }): void {
+    this.on = { ...p, resendAfterMs: p.resendAfterMs ?? RESEND_AFTER_MS };
+    this.pool = p.pool;
   }
 
-  /** Reads and emits what is pending, exports what is buffered, and turns traces off. */
+  /** Emits what is queued, exports what is buffered, forgets what was sent, and turns traces off. */
   async stop(): Promise<void> {
     await this.flush();
     const on = this.on;
     this.on = undefined;
-    await on?.sink.shutdown();
+    // A collector that refuses the last spans leaves them owed in the store, for another replica.
+    await on?.sink.shutdown().catch((err) => on.log.warn({ err: (err as Error).message }, 'last spans not exported; another replica sends them'));
+    while (this.clearing) await this.clearing;
   }
 
+  /** Emits what is queued, exports what is buffered and forgets what the exporter reported sent. */
   async flush(): Promise<void> {
-    while (this.reading) await this.reading;
-    await this.on?.sink.flush();
+    this.emitQueued();
+    const on = this.on;
+    await on?.sink.flush().catch((err) => on.log.warn({ err: (err as Error).message }, 'spans not exported; they stay owed in the store'));
+    while (this.clearing) await this.clearing;
   }
 
-  /** After the transaction of `client` commits, the spans of what it ended go out. */
-  ended(client: PoolClient, outcomes: StepOutcome[], ended: StepsEnded | void): void {
-    if (!this.on || !ended || ended.attempts.length === 0) return;
-    const outcomeOf = new Map(outcomes.map((o) => [`${o.stepId}:${o.attempt}`, o]));
-    const attempts = ended.attempts.map((a) => {
-      const o = outcomeOf.get(`${a.stepId}:${a.attempt}`);
-      return { stepId: a.stepId, attempt: a.attempt, status: a.status, event: o?.event ?? null, lease: o?.lease };
-    });
-    afterCommit(client, () => {
-      this.pending.attempts.push(...attempts);
-      this.pending.runs.push(...ended.runs);
-      this.reading ??= this.readPending();
-    });
+  /** The exporter sent every span of these rows: they are owed no more. */
+  sentOf(ids: number[]): void {
+    this.sent.push(...ids);
+    this.clearing ??= this.clearSent();
   }
 
-  private async readPending(): Promise<void> {
+  private async clearSent(): Promise<void> {
     try {
-      while (this.on && this.pending.attempts.length > 0) {
-        const { attempts, runs } = this.pending;
-        this.pending = { attempts: [], runs: [] };
+      while (this.sent.length > 0 && this.pool) {
+        const ids = this.sent;
+        this.sent = [];
         try {
-          await this.emitEnded(this.on, attempts, runs);
+          await traceUnsentClear(this.pool, ids);
         } catch (err) {
-          this.on?.log.warn({ err: (err as Error).message, attempts: attempts.length }, 'spans of ended attempts not read; they are not exported');
+          // Left in the store: after their grace they are sent again.
+          this.on?.log.warn({ err: (err as Error).message, rows: ids.length }, 'sent spans not forgotten in the store; they will be sent again');
         }
       }
     } finally {
-      this.reading = undefined;
+      this.clearing = undefined;
     }
   }
 
-  private async emitEnded(on: NonNullable<RunTracing['on']>, attempts: EndedAttempt[], runIds: number[]): Promise<void> {
-    const [rows, runs] = await Promise.all([traceAttemptsRead(on.pool, attempts), traceRunsRead(on.pool, runIds)]);
-    const endedOf = new Map(attempts.map((a) => [`${a.stepId}:${a.attempt}`, a]));
-    const spans: SpanRecord[] = [];
-    for (const r of rows) {
-      if (!runSampled(r.run, on.sampler)) continue;
-      const a = endedOf.get(`${r.stepId}:${r.attempt}`)!;
-      spans.push(...attemptSpans({ ...r, outcome: a.status as AttemptFacts['outcome'], event: a.event, lease: leaseFacts(a.lease) }));
-    }
-    for (const run of runs) {
-      if (!runSampled(run, on.sampler)) continue;
-      spans.push(runSpan(run));
-      // The launch's own trace goes out with the run's first round: once, and only for a run kept.
-      if (run.launch && run.round === 0) spans.push(launchSpan(run.launch, run));
-      const traceId = runTraceId(run);
-      on.log.debug({ run: run.id, status: run.status, trace_id: traceId, span_id: runSpanId(traceId, run.id, run.round) }, 'run trace emitted');
-    }
-    if (spans.length > 0) on.sink.emit(spans);
-  }
-
-  /**
-   * One pass of the cancelled runs' spans: claims runs a cancel marked (on any process; each run
-   * claimed by one replica) and emits their run span and the attempts the cancel stopped. Returns
-   * how many runs it claimed. Off: nothing.
-   */
-  async sendCancelled(limit = 100): Promise<number> {
+  /** In the transaction of `client`: records the spans owed for what it ended; they go out once it commits. */
+  async ended(client: PoolClient, outcomes: StepOutcome[], ended: StepsEnded | void): Promise<void> {
     const on = this.on;
-    if (!on) return 0;
-    const runIds = await traceRunsUnsentClaim(on.pool, limit);
-    if (runIds.length === 0) return 0;
-    const [runs, attempts] = await Promise.all([traceRunsRead(on.pool, runIds), traceCancelledAttemptsRead(on.pool, runIds)]);
-    const spans: SpanRecord[] = [];
-    for (const r of attempts) {
-      if (!runSampled(r.run, on.sampler)) continue;
-      spans.push(...attemptSpans({ ...r, outcome: 'cancelled', event: null, lease: null }));
-    }
-    for (const run of runs) {
-      if (!runSampled(run, on.sampler)) continue;
-      spans.push(runSpan(run));
-      if (run.launch && run.round === 0) spans.push(launchSpan(run.launch, run));
-    }
-    if (spans.length > 0) on.sink.emit(spans);
-    return runIds.length;
+    if (!on || !ended || (ended.attempts.length === 0 && ended.runs.length === 0)) return;
+    const outcomeOf = new Map(outcomes.map((o) => [`${o.stepId}:${o.attempt}`, o]));
+    const attempts = ended.attempts.map((a) => {
+      const o = outcomeOf.get(`${a.stepId}:${a.attempt}`);
+      return { stepId: a.stepId, attempt: a.attempt, outcome: a.status as AttemptFacts['outcome'], event: o?.event ?? null, lease: leaseFacts(o?.lease) };
+    });
+    const rows = await traceUnsentMark(client, { attempts, runIds: ended.runs, resendAfterMs: on.resendAfterMs });
+    afterCommit(client, () => this.queue(rows));
   }
 
   /**
    * An attempt that went back to the queue as a new attempt (released, never acked, reclaimed):
-   * a rare path, read in its transaction (the step may be delivered again right after it).
+   * a rare path, recorded in its transaction (the step may be delivered again right after it).
    */
   async requeued(client: PoolClient, p: Parameters<OrchestratorHooks['stepRequeued']>[1]): Promise<void> {
     const on = this.on;
     if (!on || p.fromAttempt === p.toAttempt) return;
-    const step = await traceStepRequeued(client, { stepId: p.stepId, attempt: p.toAttempt });
-    if (!step || !runSampled(step.run, on.sampler)) return;
-    const spans = attemptSpans({
-      run: step.run,
+    const row = await traceUnsentMarkRequeued(client, {
       stepId: p.stepId,
-      step: step.step,
-      attempt: p.fromAttempt,
-      outcome: 'requeued',
-      exitCode: null,
-      cause: p.reason,
-      event: null,
-      runnerId: p.lease?.runnerId ?? null,
-      runnerName: null,
-      runnerGroup: null,
-      logBytes: null,
-      startedAt: p.lease?.deliveredAt ?? null,
-      finishedAt: step.now,
-      lease: leaseFacts(p.lease),
+      nextAttempt: p.toAttempt,
+      end: {
+        attempt: p.fromAttempt,
+        outcome: 'requeued',
+        exitCode: null,
+        cause: p.reason,
+        event: null,
+        runnerId: p.lease?.runnerId ?? null,
+        runnerName: null,
+        runnerGroup: null,
+        logBytes: null,
+        startedAt: p.lease?.deliveredAt ?? null,
+        lease: leaseFacts(p.lease),
+      },
+      resendAfterMs: on.resendAfterMs,
     });
-    afterCommit(client, () => this.on?.sink.emit(spans));
+    if (row) afterCommit(client, () => this.queue([row]));
+  }
+
+  /**
+   * One pass over the spans owed whose time has come: a cancel's (marked by any process, a CLI
+   * on the store among them) at once, those of an attempt or run whose replica did not report
+   * them sent (it died, or its collector refused them) after their grace. Each row is claimed by
+   * one replica. Returns how many it claimed. Off: nothing.
+   */
+  async sendUnsent(p: { limit?: number; now?: Date } = {}): Promise<number> {
+    const on = this.on;
+    if (!on) return 0;
+    const rows = await traceUnsentClaim(on.pool, { limit: p.limit ?? 100, resendAfterMs: on.resendAfterMs, now: p.now });
+    if (rows.length === 0) return 0;
+    this.emit(on, rows);
+    return rows.length;
+  }
+
+  /** After a commit: built and handed to the exporter off the committing call's path. */
+  private queue(rows: UnsentSpans[]): void {
+    if (!this.on || rows.length === 0) return;
+    this.queued.push(...rows);
+    this.emitTimer ??= setImmediate(() => this.emitQueued());
+  }
+
+  private emitQueued(): void {
+    if (this.emitTimer) clearImmediate(this.emitTimer);
+    this.emitTimer = undefined;
+    const rows = this.queued;
+    this.queued = [];
+    if (this.on && rows.length > 0) this.emit(this.on, rows);
+  }
+
+  private emit(on: NonNullable<RunTracing['on']>, rows: UnsentSpans[]): void {
+    const batches: Array<{ mark: number; spans: SpanRecord[] }> = [];
+    const unsampled: number[] = [];
+    for (const row of rows) {
+      if (row.kind === 'attempt') {
+        if (runSampled(row.facts.run, on.sampler)) batches.push({ mark: row.id, spans: attemptSpans(row.facts) });
+        else unsampled.push(row.id);
+        continue;
+      }
+      const run = row.facts;
+      if (!runSampled(run, on.sampler)) {
+        unsampled.push(row.id);
+        continue;
+      }
+      const spans = [runSpan(run)];
+      // The launch's own trace goes out with the run's first round: once, and only for a run kept.
+      if (run.launch && run.round === 0) spans.push(launchSpan(run.launch, run));
+      batches.push({ mark: row.id, spans });
+      const traceId = runTraceId(run);
+      on.log.debug({ run: run.id, status: run.status, trace_id: traceId, span_id: runSpanId(traceId, run.id, run.round) }, 'run trace emitted');
+    }
+    if (batches.length > 0) on.sink.emit(batches);
+    if (unsampled.length > 0) this.sentOf(unsampled);
   }
 }
 
@@ -164,20 +183,20 @@ function leaseFacts(l: StepOutcome['lease']): AttemptFacts['lease'] {
 
 /**
  * The orchestrator's hooks with the spans of what they end: each hook does its work and, with
- * traces on, hands what its transaction ended to the tracing, which emits it once that commits.
- * A group rolled back and applied again call by call emits once, from the commit that stood.
+ * traces on, records in its transaction the spans it owes, which go out once that commits.
+ * A group rolled back and applied again call by call records and emits once, from the commit that stood.
  */
 export function tracedHooks(inner: OrchestratorHooks, tracing: RunTracing): OrchestratorHooks {
   return {
     ...inner,
     async stepFinished(client, outcome) {
       const ended = await inner.stepFinished(client, outcome);
-      if (tracing.active) tracing.ended(client, [outcome], ended);
+      if (tracing.active) await tracing.ended(client, [outcome], ended);
       return ended;
     },
     async stepsFinished(client, outcomes, opts) {
       const ended = await inner.stepsFinished(client, outcomes, opts);
-      if (tracing.active) tracing.ended(client, outcomes, ended);
+      if (tracing.active) await tracing.ended(client, outcomes, ended);
       return ended;
     },
     async stepRequeued(client, p) {

@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import { cronNext, cronTicks } from '../core/cron.js';
 import { emit as emitEvent } from '../events.js';
 import { oneLine, storableText } from '../core/bounds.js';
+import { parseTraceParent } from '../core/trace-ids.js';
 import { payloadSets } from '../core/triggers.js';
 import type { Logger } from '../logger.js';
 import { runFileLoad, RunFileInvalid } from '../orchestrator/runfile.js';
@@ -10,7 +11,7 @@ import { isRowFault, withSavepoint, withTransaction, type Pool, type PoolClient 
 import {
   deliveriesClaim,
   deliveriesOfDisabled,
-  deliveryPayload,
+  deliveryForRun,
   launchDeferred,
   launchesPending,
   launchFired,
@@ -446,8 +447,10 @@ async function launchOne(deps: LaunchDeps, id: number, now: Date | undefined): P
         await launchDeferred(client, { id: tick.id, reason: wait, now });
         return { kind: 'deferred', reason: wait, template: template.name };
       }
-      let payload: string | null = null;
-      if (tick.deliveryId !== null) payload = (await deliveryPayload(client, tick.deliveryId)) ?? null;
+      const delivery = tick.deliveryId !== null ? await deliveryForRun(client, tick.deliveryId) : undefined;
+      const payload = delivery?.payload ?? null;
+      // A webhook's caller that sent a traceparent has the run join its trace, as `runs submit` does.
+      const trace = delivery?.traceparent ? parseTraceParent(delivery.traceparent) : undefined;
       let file;
       try {
         file = runFileLoad(template.source, tick.sets);
@@ -457,7 +460,7 @@ async function launchOne(deps: LaunchDeps, id: number, now: Date | undefined): P
         await launchSettled(client, { id: tick.id, outcome: 'failed', detail: reason });
         return { kind: 'failed', reason };
       }
-      const { runId } = await runSubmitIn(client, file, { actor: `trigger:${tick.triggerId}`, source: `trigger ${tick.kind} ${tick.triggerId}` });
+      const { runId } = await runSubmitIn(client, file, { actor: `trigger:${tick.triggerId}`, source: `trigger ${tick.kind} ${tick.triggerId}`, ...(trace ? { trace } : {}) });
       await runTriggerSet(client, { runId, template: template.name, version: template.version, triggerId: tick.triggerId, payload });
       await launchFired(client, { id: tick.id, runId, now });
       return { kind: 'fired', firing: { tickId: tick.id, triggerId: tick.triggerId, runId, template: template.name, version: template.version } };

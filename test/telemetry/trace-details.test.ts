@@ -5,6 +5,7 @@ import { webhookSignature } from '../../src/core/triggers.js';
 import { createLogger } from '../../src/logger.js';
 import { oneShotAdd, templatePut, webhookAdd } from '../../src/ops/domain/trigger-definitions.js';
 import { runCancel } from '../../src/orchestrator/cancel.js';
+import { runRetry } from '../../src/orchestrator/retry.js';
 import { orchestratorHooks } from '../../src/orchestrator/progress.js';
 import type { ServerHandle } from '../../src/server.js';
 import { RunTracing, tracedHooks } from '../../src/telemetry/run-tracing.js';
@@ -117,6 +118,58 @@ describe('trace details', { timeout: 120_000 }, () => {
     expect(receiver.refused).toEqual([]);
   });
 
+  it('a webhook call with a W3C traceparent starts a run that joins the caller\'s trace (still linked to its delivery); a malformed one is ignored', async () => {
+    const callerTrace = '0af7651916cd43dd8448eb211c80319c';
+    const callerSpan = 'b7ad6b7169203331';
+    const hook = await webhookAdd(db.current.pool, { template: 'nightly', actor: 'test' });
+    const post = async (key: string, traceparent: string) => {
+      const body = JSON.stringify({ ref: key });
+      const ts = String(Math.floor(Date.now() / 1000));
+      const res = await fetch(`${server.url}/api/hooks/${hook.id}`, {
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json', 'x-opschain-timestamp': ts, 'x-opschain-signature': webhookSignature(hook.secret, ts, Buffer.from(body)), 'x-opschain-delivery': key, traceparent },
+      });
+      expect(res.status).toBe(202);
+    };
+    await post('ci-1', `00-${callerTrace}-${callerSpan}-01`);
+    await post('ci-2', '00-not-a-traceparent-01');
+    const report = await launch();
+    expect(report.fired).toHaveLength(2);
+    const ticks = (await db.current.pool.query(
+      `SELECT t.id, t.run_id, d.delivery_key FROM trigger_ticks t JOIN webhook_deliveries d ON d.id = t.delivery_id WHERE t.trigger_id = $1 ORDER BY d.delivery_key`,
+      [hook.id],
+    )).rows;
+    expect(ticks.map((t) => t.delivery_key)).toEqual(['ci-1', 'ci-2']);
+    const joined = Number(ticks[0].run_id);
+    const own = Number(ticks[1].run_id);
+    expect(await runTraceOf(joined)).toBe(callerTrace);
+    expect(await runTraceOf(own)).not.toBe(callerTrace);
+    // The step of the joined run is offered under the caller's trace, its attempt span's child.
+    const offers: Array<{ step_id: number; traceparent: string; token: string }> = [];
+    for (let i = 0; i < 2; i++) {
+      const offered = await runner.acquire({ wait_ms: 10_000 });
+      const offer = offered.body.offers[0];
+      offers.push(offer);
+      const lease = { step_id: offer.step_id, token: offer.token };
+      expect((await runner.call('ack', { leases: [lease] })).body.results[0]).toMatchObject({ ok: true });
+      expect((await runner.call('complete', { completions: [{ ...lease, exit_code: 0 }] })).body.results[0]).toMatchObject({ ok: true });
+    }
+    const joinedStep = (await db.current.pool.query(`SELECT id FROM steps WHERE run_id = $1`, [joined])).rows[0].id;
+    expect(offers.find((o) => o.step_id === Number(joinedStep))!.traceparent).toBe(`00-${callerTrace}-${attemptSpanId(callerTrace, Number(joinedStep), 1)}-01`);
+
+    await waitFor(() => spansOf(callerTrace).some(isRun), { timeoutMs: 30_000, what: 'the joined run\'s span' });
+    const run = spansOf(callerTrace).find(isRun)!;
+    expect(run).toMatchObject({ spanId: runSpanId(callerTrace, joined, 0), parentSpanId: callerSpan });
+    const tickId = Number(ticks[0].id);
+    expect(run.links).toEqual([{ traceId: launchTraceId(tickId), spanId: launchSpanId(tickId), attributes: { 'opschain.link': 'launched_by' } }]);
+    await waitFor(() => receiver.spans.some((s) => s.traceId === launchTraceId(tickId)), { timeoutMs: 30_000, what: 'the delivery\'s span' });
+    // The other run is a trace of its own, a root.
+    const ownTrace = await runTraceOf(own);
+    await waitFor(() => spansOf(ownTrace).some(isRun), { timeoutMs: 30_000, what: 'the other run\'s span' });
+    expect(spansOf(ownTrace).find(isRun)!.parentSpanId).toBe('');
+  });
+
   it('the queue span names the verdicts the entry was set aside on and for how long each, from the store', async () => {
     const { id: runId, traceId } = await submit({ name: 'needs-gpu', steps: { only: { run: 'true', placement: { labels: ['gpu'] } } } });
     // No runner has the label: the tick that answers a polling runner without it sets the entry
@@ -169,11 +222,42 @@ describe('trace details', { timeout: 120_000 }, () => {
     expect(attempts[0]).toMatchObject({ status: { code: 2, message: 'cancelled by alice' } });
     expect(attempts[0].attributes['cicd.pipeline.task.run.result']).toBe('cancellation');
     expect(childOf(spans, attempts[0], 'opschain.execute')!.attributes['cicd.pipeline.task.run.result']).toBe('cancellation');
-    // Claimed once: the flag is cleared, and another pass (here or on another replica) sends nothing.
-    expect((await db.current.pool.query(`SELECT trace_unsent FROM runs WHERE id = $1`, [runId])).rows[0].trace_unsent).toBeNull();
-    expect(await tracing.sendCancelled()).toBe(0);
+    // Claimed once and forgotten once sent: another pass (here or on another replica), even past
+    // every grace, sends nothing.
+    await tracing.flush();
+    await waitFor(async () => Number((await db.current.pool.query(`SELECT count(*) AS n FROM trace_unsent`)).rows[0].n) === 0, { what: 'the spans owed forgotten' });
+    const later = (await db.current.pool.query(`SELECT now() + interval '1 hour' AS t`)).rows[0].t as Date;
+    expect(await tracing.sendUnsent({ now: later })).toBe(0);
     await tracing.flush();
     expect(spansOf(traceId)).toHaveLength(spans.length);
+  });
+
+  it('a cancelled run retried at once keeps its cancelled round\'s spans: round 0 cancelled with the attempt it stopped, round 1 its own', async () => {
+    const { id: runId, traceId } = await submit({ name: 'cancel-then-retry', steps: { first: { run: 'sleep 60' } } });
+    const stopped = await startOne();
+    expect(await runCancel(db.current.pool, runId, { actor: 'carol' })).toMatchObject({ cancelled: true, revoked: 1 });
+    // At once, well within the 2 s before the replica's pass over spans owed sends the cancelled
+    // round's: the retry reopens the run (round 1) and sends the stopped step back to the queue.
+    expect(await runRetry(db.current.pool, runId, { actor: 'carol' })).toMatchObject({ status: 'running', retried: [{ name: 'first', attempt: 2 }] });
+    const again = await runOne();
+    expect(again.step_id).toBe(stopped.step_id);
+    const runs = () => spansOf(traceId).filter(isRun);
+    const attempts = () => spansOf(traceId).filter((s) => s.attributes['cicd.pipeline.task.name'] === 'first');
+    await waitFor(() => runs().length === 2 && attempts().length === 2, { timeoutMs: 30_000, what: 'both rounds\' spans' });
+    const spans = spansOf(traceId);
+    expect(new Set(spans.map((s) => s.spanId)).size).toBe(spans.length);
+    const round0 = runs().find((s) => s.spanId === runSpanId(traceId, runId, 0))!;
+    const round1 = runs().find((s) => s.spanId === runSpanId(traceId, runId, 1))!;
+    expect(round0).toMatchObject({ status: { code: 2, message: 'cancelled by carol' } });
+    expect(round0.attributes).toMatchObject({ 'cicd.pipeline.result': 'cancellation', 'opschain.run.round': 0 });
+    expect(round1).toMatchObject({ parentSpanId: round0.spanId, status: { code: 1 } });
+    expect(round1.attributes).toMatchObject({ 'cicd.pipeline.result': 'success', 'opschain.run.round': 1 });
+    const [a1, a2] = [1, 2].map((n) => attempts().find((s) => s.spanId === attemptSpanId(traceId, stopped.step_id, n))!);
+    expect(a1).toMatchObject({ parentSpanId: round0.spanId, status: { code: 2, message: 'cancelled by carol' } });
+    expect(a1.attributes['cicd.pipeline.task.run.result']).toBe('cancellation');
+    expect(a2).toMatchObject({ parentSpanId: round1.spanId, status: { code: 1 } });
+    // The cancelled attempt ended before the retry's began.
+    expect(a1.endMs).toBeLessThanOrEqual(a2.startMs);
   });
 
   it('a timed-out attempt ends with status timeout; a lost runner\'s with runner_lost, on its lease span too', async () => {
