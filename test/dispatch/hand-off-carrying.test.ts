@@ -8,6 +8,7 @@ import { createPool, withTransaction, type Pool } from '../../src/store/pool.js'
 import { postureSet } from '../../src/store/posture.js';
 import { mapRunner, type RunnerRow } from '../../src/store/runners.js';
 import { useTestDatabase } from '../support/db.js';
+import { countClaims } from '../support/claim-count.js';
 import { testDispatchDeps } from '../support/lifecycle.js';
 
 const chainOf = (n: number, opts: { priority?: number; last?: string } = {}) =>
@@ -21,23 +22,6 @@ const chainOf = (n: number, opts: { priority?: number; last?: string } = {}) =>
   );
 
 const single = (priority: number) => runFileLoad(`name: other\npriority: ${priority}\nsteps:\n  x: { run: "true" }\n`);
-
-/** Claim statements (a tick's) sent through the pool, a step handed off is leased without one; and reads of the parked runners (a tick's or a hand-off's). */
-function countClaims(pool: Pool): { claims: number; parkedReads: number } {
-  const seen = { claims: 0, parkedReads: 0 };
-  pool.on('connect', (client) => {
-    const query = client.query.bind(client) as (...a: unknown[]) => unknown;
-    (client as unknown as { query: (...a: unknown[]) => unknown }).query = (...args: unknown[]) => {
-      // A claim is sent as text (unnamed: its best plan depends on its parameters).
-      const q = args[0] as string | { text?: string };
-      const text = typeof q === 'string' ? q : q?.text;
-      if (text && /^SELECT \* FROM queue_ready/.test(text.trim())) seen.claims++;
-      if (text?.includes('posture_fleet_quiesced')) seen.parkedReads++;
-      return query(...args);
-    };
-  });
-  return seen;
-}
 
 /**
  * Complete-and-acquire with the hand-off: the acquire call that carries a completion is itself a

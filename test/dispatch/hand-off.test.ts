@@ -7,6 +7,7 @@ import { createPool, withTransaction, type Pool } from '../../src/store/pool.js'
 import { postureSet } from '../../src/store/posture.js';
 import { mapRunner, type RunnerRow } from '../../src/store/runners.js';
 import { useTestDatabase } from '../support/db.js';
+import { countClaims } from '../support/claim-count.js';
 import { testDispatchDeps } from '../support/lifecycle.js';
 
 const chain = (b: string) =>
@@ -16,22 +17,6 @@ steps:
   a: { run: "true" }
   b: { run: "true", needs: [a]${b} }
 `);
-
-/** Claim statements sent through the pool: a step handed off is leased without one. */
-function countClaims(pool: Pool): { claims: number } {
-  const seen = { claims: 0 };
-  pool.on('connect', (client) => {
-    const query = client.query.bind(client) as (...a: unknown[]) => unknown;
-    (client as unknown as { query: (...a: unknown[]) => unknown }).query = (...args: unknown[]) => {
-      // A claim is sent as text (unnamed: its best plan depends on its parameters).
-      const q = args[0] as string | { text?: string };
-      const text = typeof q === 'string' ? q : q?.text;
-      if (text && /^SELECT \* FROM queue_ready/.test(text.trim())) seen.claims++;
-      return query(...args);
-    };
-  });
-  return seen;
-}
 
 describe('steps freed by completions, handed to parked calls in the completion transaction', () => {
   const db = useTestDatabase();
