@@ -36,6 +36,9 @@ export interface ParkedAcquire {
 }
 
 /** The in-memory set of parked acquires of one replica. */
+/** A call still waiting for offers that no tick or hand-off holds and whose completions have committed. */
+const isFree = (a: ParkedAcquire): boolean => !a.settled && !a.reserved && !a.handOff && !a.carrying && a.slots > 0;
+
 export class WaiterRegistry {
   private parked = new Map<number, ParkedAcquire>();
   private seq = 0;
@@ -108,14 +111,14 @@ export class WaiterRegistry {
    * yet to judge. They are judged once: the next call returns only later ones.
    */
   arrived(): ParkedAcquire[] {
-    const list = this.arrivals.filter((a) => !a.settled && !a.reserved && !a.handOff && !a.carrying && a.slots > 0);
+    const list = this.arrivals.filter(isFree);
     this.arrivals = this.arrivals.filter((a) => a.carrying && !a.settled);
     return list;
   }
 
   /** These calls (from `arrived`), reserved for one tick as a snapshot is: those still waiting. */
   hold(list: ParkedAcquire[]): ParkedAcquire[] {
-    const held = list.filter((a) => !a.settled && !a.reserved && !a.handOff && !a.carrying && a.slots > 0);
+    const held = list.filter(isFree);
     for (const a of held) a.reserved = true;
     return held;
   }
@@ -129,7 +132,7 @@ export class WaiterRegistry {
     // Oldest first: the calls that have waited longest are offered first.
     for (const a of this.parked.values()) {
       if (list.length >= max) break;
-      if (a.settled || a.reserved || a.handOff || a.carrying || a.slots <= 0) continue;
+      if (!isFree(a)) continue;
       a.handOff = true;
       list.push(a);
     }
@@ -156,7 +159,7 @@ export class WaiterRegistry {
   joiners(maxSlots: number, arrivalsOnly = false): ParkedAcquire[] {
     const list: ParkedAcquire[] = [];
     for (const a of arrivalsOnly ? this.arrivals : this.parked.values()) {
-      if (a.settled || a.reserved || a.handOff || a.carrying || a.slots <= 0) continue;
+      if (!isFree(a)) continue;
       if (a.slots > maxSlots) break;
       maxSlots -= a.slots;
       a.reserved = true;
