@@ -4,21 +4,36 @@ import { prepared } from './prepared.js';
 
 /**
  * The spans a replica owes the collector (table trace_unsent, only written when traces are on,
- * but for a cancel): each row the facts of one ended attempt or run round, written in the
- * transaction that ended it, deleted once the exporter reports its spans sent. Which attempts and
+ * but for a cancel): each row the facts of the attempts and run rounds one transaction ended,
+ * written in that transaction, deleted once the exporter reports its spans sent. Which attempts and
  * runs a transaction ended is known from the transaction itself (the orchestrator reports them,
  * so no other replica reports them too); the facts are taken in that transaction, so a retry
  * committed right after cannot change them.
  */
 
-/** A row of spans owed: an ended attempt, or a run's finished round. */
-export type UnsentSpans = { id: number; kind: 'attempt'; facts: AttemptFacts } | { id: number; kind: 'run'; facts: FinishedRunFacts };
+/**
+ * A row of spans owed: the attempts and run rounds one transaction ended. The attempts of a
+ * completion's row are recorded as what only the ending call knew (`ends`, with the row's time as
+ * their end) and are resolved against the store when their spans are built (traceAttemptsResolve);
+ * a cancel's or a requeue's are recorded whole (`attempts`).
+ */
+export interface UnsentSpans {
+  id: number;
+  attempts: AttemptFacts[];
+  ends: AttemptEnd[];
+  /** When the transaction that wrote the row ended its attempts. */
+  endedAt: Date;
+  runs: FinishedRunFacts[];
+}
 
-/** What only the ending call knows of an attempt (the rest is in its step row). */
+/** What the ending call knows of an attempt; its step, run and runner rows hold the rest. */
 export interface AttemptEnd {
   stepId: number;
   attempt: number;
   outcome: AttemptFacts['outcome'];
+  exitCode: number | null;
+  cause: string | null;
+  runnerId: string | null;
   event: string | null;
   lease: LeaseFacts | null;
 }
@@ -46,34 +61,107 @@ const RUN_LAUNCH_JOIN = `LEFT JOIN LATERAL (SELECT t.id, t.kind, t.due_at, t.fir
 
 const claimableAt = (afterMs: string) => `now() + ${afterMs} * interval '1 millisecond'`;
 
-/** Prepared: a completion's transaction sends it once per group (traces on), so it is parsed and planned once per connection. */
+/**
+ * Attempt ends per row: about 300 bytes each, so a row stays under the table's toast_tuple_target
+ * (0009) and is written inline as it is, neither compressed nor moved out of line, which cost
+ * a large group's transaction 4 ms.
+ */
+const ENDS_PER_ROW = 20;
+
+/**
+ * Prepared: a completion's transaction sends it once per group (traces on), so it is parsed and
+ * planned once per connection. It joins nothing for the attempts (their ends are the parameter as
+ * given, in chunks of ENDS_PER_ROW) and reads only the runs that ended, which go with the first
+ * chunk, so the group's transaction, which every runner call of the group waits for, grows by one insert.
+ */
 const TRACE_UNSENT_MARK = prepared(
-  `WITH m AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS m("stepId" bigint, attempt int, ends jsonb)),
-          a AS (INSERT INTO trace_unsent (run_id, kind, facts, claimable_at)
-                SELECT r.id, 'attempt', ${ATTEMPT_JSON} || m.ends, ${claimableAt('$3')}
-                  FROM m JOIN steps s ON s.id = m."stepId" AND s.attempt = m.attempt AND s.finished_at IS NOT NULL
-                  JOIN runs r ON r.id = s.run_id
-                  LEFT JOIN runners rn ON rn.id = s.runner_id
-                RETURNING id, kind, facts),
-          f AS (INSERT INTO trace_unsent (run_id, kind, facts, claimable_at)
-                SELECT r.id, 'run', ${RUN_JSON}, ${claimableAt('$3')}
-                  FROM runs r ${RUN_LAUNCH_JOIN}
-                 WHERE r.id = ANY($2::bigint[]) AND r.status <> 'running' AND r.finished_at IS NOT NULL
-                RETURNING id, kind, facts)
-     SELECT * FROM a UNION ALL SELECT * FROM f`,
+  `WITH f AS (SELECT coalesce(jsonb_agg(${RUN_JSON}), '[]'::jsonb) AS list
+                FROM runs r ${RUN_LAUNCH_JOIN}
+               WHERE r.id = ANY($2::bigint[]) AND r.status <> 'running' AND r.finished_at IS NOT NULL)
+   INSERT INTO trace_unsent (kind, facts, claimable_at)
+   SELECT 'ended', jsonb_build_object('ends', c.ends, 'runs', CASE WHEN c.i = 1 THEN f.list ELSE '[]'::jsonb END), ${claimableAt('$3')}
+     FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS c(ends, i), f
+    WHERE c.ends <> '[]'::jsonb OR (c.i = 1 AND f.list <> '[]'::jsonb)
+   RETURNING id, marked_at, facts->'runs' AS runs, (facts->'ends'->0->>'stepId')::bigint AS first_step`,
 );
 
 /**
  * Records, in the transaction that ended them, the spans owed for these attempts and the runs that
- * ended with them: one statement. The writer sends them after its commit; any replica may claim
- * them once `resendAfterMs` has passed without the exporter reporting them sent. Returns the rows.
+ * ended with them: one statement, a row per ENDS_PER_ROW attempts. The writer sends them after its
+ * commit; any replica may claim a row once `resendAfterMs` has passed without the exporter
+ * reporting it sent. Returns the rows.
  */
 export async function traceUnsentMark(client: PoolClient, p: { attempts: AttemptEnd[]; runIds: number[]; resendAfterMs: number }): Promise<UnsentSpans[]> {
   if (p.attempts.length === 0 && p.runIds.length === 0) return [];
-  const { rows } = await client.query(
-    TRACE_UNSENT_MARK([JSON.stringify(p.attempts.map((a) => ({ stepId: a.stepId, attempt: a.attempt, ends: { outcome: a.outcome, event: a.event, lease: a.lease } }))), p.runIds, p.resendAfterMs]),
-  );
-  return rows.map(mapUnsent);
+  const chunks: AttemptEnd[][] = [];
+  for (let i = 0; i < p.attempts.length; i += ENDS_PER_ROW) chunks.push(p.attempts.slice(i, i + ENDS_PER_ROW));
+  if (chunks.length === 0) chunks.push([]);
+  const { rows } = await client.query(TRACE_UNSENT_MARK([JSON.stringify(chunks), p.runIds, p.resendAfterMs]));
+  const chunkOf = new Map<number | null, AttemptEnd[]>(chunks.map((c) => [c[0]?.stepId ?? null, c]));
+  return rows.map((r) => ({
+    id: Number(r.id),
+    attempts: [],
+    ends: chunkOf.get(r.first_step == null ? null : Number(r.first_step)) ?? [],
+    endedAt: r.marked_at,
+    runs: (r.runs as any[]).map(mapRun),
+  }));
+}
+
+/**
+ * What the store holds of the steps, runs and runners of attempts recorded as their ends. Read
+ * after the ending transaction committed (or when another replica resends the row): the step's
+ * name, run and trace do not change; its start and log size are the attempt's while the step is
+ * still at that attempt (a retry since moves it on, and they are left out).
+ */
+const TRACE_ATTEMPTS_RESOLVE = prepared(
+  `SELECT s.id, s.attempt, s.name, s.started_at, s.log_bytes, s.runner_id,
+          r.id AS run_id, r.name AS run_name, r.project, r.trace_id, r.trace_parent_span, r.trace_flags, r.trace_round, rn.name AS runner_name, rn.group_name
+     FROM steps s JOIN runs r ON r.id = s.run_id
+     LEFT JOIN runners rn ON rn.id = coalesce($2::jsonb->>(s.id::text), s.runner_id)
+    WHERE s.id = ANY($1::bigint[])`,
+);
+
+/** The rows' attempts, whole: those recorded as ends resolved against the store in one read. */
+export async function traceAttemptsResolve(db: Db, rows: UnsentSpans[]): Promise<Array<{ id: number; attempts: AttemptFacts[]; runs: FinishedRunFacts[] }>> {
+  const ends = rows.flatMap((r) => r.ends);
+  const byStep = new Map<number, any>();
+  if (ends.length > 0) {
+    const runnerOf: Record<string, string> = {};
+    for (const e of ends) if (e.runnerId) runnerOf[e.stepId] = e.runnerId;
+    const { rows: found } = await db.query(TRACE_ATTEMPTS_RESOLVE([[...new Set(ends.map((e) => e.stepId))], JSON.stringify(runnerOf)]));
+    for (const f of found) byStep.set(Number(f.id), f);
+  }
+  return rows.map((row) => ({
+    id: row.id,
+    runs: row.runs,
+    attempts: [
+      ...row.attempts,
+      ...row.ends.flatMap((e): AttemptFacts[] => {
+        const s = byStep.get(e.stepId);
+        if (!s) return [];
+        const same = s.attempt === e.attempt;
+        return [
+          {
+            run: { id: Number(s.run_id), name: s.run_name, project: s.project, traceId: s.trace_id, parentSpanId: s.trace_parent_span, parentFlags: s.trace_flags, round: s.trace_round },
+            stepId: e.stepId,
+            step: s.name,
+            attempt: e.attempt,
+            outcome: e.outcome,
+            exitCode: e.exitCode,
+            cause: e.cause,
+            event: e.event,
+            runnerId: e.runnerId ?? (same ? s.runner_id : null),
+            runnerName: s.runner_name ?? null,
+            runnerGroup: s.group_name ?? null,
+            logBytes: same && s.log_bytes != null ? Number(s.log_bytes) : null,
+            startedAt: same ? s.started_at : null,
+            finishedAt: row.endedAt,
+            lease: e.lease,
+          },
+        ];
+      }),
+    ],
+  }));
 }
 
 /**
@@ -90,7 +178,7 @@ export async function traceUnsentMarkRequeued(
      SELECT r.id, 'attempt', jsonb_build_object('run', ${RUN_TRACE_JSON}, 'stepId', s.id, 'step', s.name, 'finishedAt', now()) || $3::jsonb, ${claimableAt('$4')}
        FROM steps s JOIN runs r ON r.id = s.run_id
       WHERE s.id = $1 AND s.attempt = $2 AND s.status = 'ready'
-     RETURNING id, kind, facts`,
+     RETURNING id, kind, facts, marked_at`,
     [p.stepId, p.nextAttempt, JSON.stringify(p.end), p.resendAfterMs],
   );
   return rows[0] ? mapUnsent(rows[0]) : undefined;
@@ -125,7 +213,7 @@ export async function traceUnsentClaim(db: Db, p: { limit: number; resendAfterMs
   const { rows } = await db.query(
     `UPDATE trace_unsent SET claimable_at = coalesce($3::timestamptz, now()) + $2 * interval '1 millisecond'
       WHERE id IN (SELECT id FROM trace_unsent WHERE claimable_at <= coalesce($3::timestamptz, now()) ORDER BY claimable_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
-     RETURNING id, kind, facts`,
+     RETURNING id, kind, facts, marked_at`,
     [p.limit, p.resendAfterMs, p.now ?? null],
   );
   return rows.map(mapUnsent).sort((x, y) => x.id - y.id);
@@ -146,12 +234,21 @@ function mapLease(l: any): LeaseFacts | null {
   return { ...l, readyAt: date(l.readyAt), claimedAt: date(l.claimedAt)!, deliveredAt: date(l.deliveredAt), ackedAt: date(l.ackedAt), renewedAt: date(l.renewedAt) };
 }
 
+const mapAttempt = (f: any): AttemptFacts => ({ ...f, logBytes: f.logBytes == null ? null : Number(f.logBytes), startedAt: date(f.startedAt), finishedAt: date(f.finishedAt)!, lease: mapLease(f.lease) });
+
+function mapRun(f: any): FinishedRunFacts {
+  const launch = f.launch ? { ...f.launch, dueAt: date(f.launch.dueAt)!, firedAt: date(f.launch.firedAt)! } : null;
+  return { ...f, createdAt: date(f.createdAt)!, roundAt: date(f.roundAt), finishedAt: date(f.finishedAt)!, launch };
+}
+
+function mapEnd(e: any): AttemptEnd {
+  return { stepId: Number(e.stepId), attempt: e.attempt, outcome: e.outcome, exitCode: e.exitCode ?? null, cause: e.cause ?? null, runnerId: e.runnerId ?? null, event: e.event ?? null, lease: mapLease(e.lease) };
+}
+
 function mapUnsent(r: any): UnsentSpans {
   const f = r.facts;
-  const id = Number(r.id);
-  if (r.kind === 'run') {
-    const launch = f.launch ? { ...f.launch, dueAt: date(f.launch.dueAt)!, firedAt: date(f.launch.firedAt)! } : null;
-    return { id, kind: 'run', facts: { ...f, createdAt: date(f.createdAt)!, roundAt: date(f.roundAt), finishedAt: date(f.finishedAt)!, launch } };
-  }
-  return { id, kind: 'attempt', facts: { ...f, logBytes: f.logBytes == null ? null : Number(f.logBytes), startedAt: date(f.startedAt), finishedAt: date(f.finishedAt)!, lease: mapLease(f.lease) } };
+  const base = { id: Number(r.id), endedAt: r.marked_at as Date };
+  if (r.kind === 'ended') return { ...base, attempts: [], ends: f.ends.map(mapEnd), runs: f.runs.map(mapRun) };
+  if (r.kind === 'run') return { ...base, attempts: [], ends: [], runs: [mapRun(f)] };
+  return { ...base, attempts: [mapAttempt(f)], ends: [], runs: [] };
 }

@@ -5,7 +5,7 @@ import type { RunTracing } from './run-tracing.js';
 
 /** How often a replica with traces on looks for spans owed that nobody sent (a cancel's, a dead replica's). */
 const UNSENT_EVERY_MS = 2_000;
-const UNSENT_BATCH = 100;
+const UNSENT_BATCH = 20;
 
 /**
  * Exports this replica's runs as traces when an OTLP endpoint is configured (docs/tracing.md).

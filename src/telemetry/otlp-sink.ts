@@ -1,34 +1,50 @@
 import type { SpanRecord } from '../core/trace-spans.js';
 import type { Logger } from '../logger.js';
 import { VERSION } from '../version.js';
+import { otlpRequest } from './otlp-json.js';
 
 /** Where a replica's finished spans go. */
 export interface SpanSink {
   /**
-   * Hands spans to the exporter. A batch with a mark is reported to onSent once the exporter has
-   * sent every span of it; one some of whose spans failed or were dropped is never reported.
+   * Hands spans to the exporter. A batch with a mark is reported to onSent once the collector
+   * accepted it; a batch is never split between two exports, so it is sent whole or not at all.
    */
   emit(batches: Array<{ spans: SpanRecord[]; mark?: number }>): void;
-  /** Exports what is buffered now (tests, shutdown). */
+  /** Exports what is buffered now and waits for every export under way (tests, shutdown). */
   flush(): Promise<void>;
   shutdown(): Promise<void>;
 }
 
-// The SDK's SpanKind values.
-const KIND = { internal: 0, server: 1, producer: 3 } as const;
-const STATUS_OK = 1;
-const STATUS_ERROR = 2;
-
-const hr = (d: Date): [number, number] => [Math.floor(d.getTime() / 1000), (d.getTime() % 1000) * 1_000_000];
+/** What one export carries: the spans and the marks of the batches they came in. */
+interface ExportBatch {
+  spans: SpanRecord[];
+  marks: number[];
+}
 
 /** Warnings about a failing collector, at most one a minute: an outage must not flood the log. */
 const WARN_EVERY_MS = 60_000;
 
 /**
- * The OpenTelemetry SDK's batch processor and OTLP/HTTP exporter, fed spans built from the store.
- * Loaded on first use only (dynamic import): a replica with traces off never loads the SDK.
- * The spans are handed to the processor as finished spans with their own ids and times; the SDK's
- * tracer (which would take its own clock and random ids) is not used.
+ * The batch processor's settings, from the variables the SDK's batch span processor reads. The
+ * SDK's defaults (a buffer of 2,048 spans, exported 512 at a time) overflow at a few hundred
+ * steps a second (four spans a step), so opschain's are larger.
+ */
+export function batchSettings(env: NodeJS.ProcessEnv): { delayMs: number; maxBatch: number; maxQueue: number } {
+  const int = (name: string, fallback: number): number => {
+    const v = Number(env[name]);
+    return env[name] !== undefined && Number.isInteger(v) && v > 0 ? v : fallback;
+  };
+  const maxQueue = int('OTEL_BSP_MAX_QUEUE_SIZE', 32_768);
+  return { delayMs: int('OTEL_BSP_SCHEDULE_DELAY', 5_000), maxBatch: Math.min(int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 2_048), maxQueue), maxQueue };
+}
+
+/**
+ * The OpenTelemetry SDK's OTLP/HTTP export delegate (its transport, retries, timeout, headers,
+ * compression and endpoint variables, as OTLPTraceExporter is built), fed requests written as
+ * OTLP JSON straight from the spans built from the store (otlp-json.ts), and batched here:
+ * spans are buffered as built, exported when a batch is full or `OTEL_BSP_SCHEDULE_DELAY` after
+ * the first, one export at a time. Loaded on first use only (dynamic import): a replica with
+ * traces off never loads the SDK.
  */
 export async function createOtlpSink(p: {
   url: string;
@@ -36,96 +52,121 @@ export async function createOtlpSink(p: {
   replicaId: string;
   log: Logger;
   scheduledDelayMs?: number;
-  /** The marks of batches whose every span the collector accepted. */
+  /** The marks of batches the collector accepted. */
   onSent?: (marks: number[]) => void;
 }): Promise<SpanSink> {
-  const [{ BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes }, { setGlobalErrorHandler }] = await Promise.all([
-    import('@opentelemetry/sdk-trace-base'),
-    import('@opentelemetry/exporter-trace-otlp-http'),
-    import('@opentelemetry/resources'),
-    import('@opentelemetry/core'),
+  const [{ OTLPExporterBase }, { createOtlpHttpExportDelegate, convertLegacyHttpOptions }] = await Promise.all([
+    import('@opentelemetry/otlp-exporter-base'),
+    import('@opentelemetry/otlp-exporter-base/node-http'),
   ]);
+  const settings = batchSettings(process.env);
+  const delayMs = p.scheduledDelayMs ?? settings.delayMs;
+  const resource = { 'service.name': p.serviceName, 'service.version': VERSION, 'service.instance.id': p.replicaId };
+  const scope = { name: 'opschain', version: VERSION };
+  const serializer = {
+    serializeRequest: (b: ExportBatch): Uint8Array => Buffer.from(otlpRequest(resource, scope, b.spans), 'utf8'),
+    deserializeResponse: (data: Uint8Array): unknown => (data.length === 0 ? {} : JSON.parse(Buffer.from(data).toString('utf8'))),
+  };
+  const exporter = new OTLPExporterBase<ExportBatch>(
+    createOtlpHttpExportDelegate(
+      convertLegacyHttpOptions({ url: p.url }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/json' }),
+      serializer,
+      'otlp_http_span_exporter',
+      { name: 'span', countItems: (b: ExportBatch) => b.spans.length },
+      undefined,
+    ),
+  );
+
   let lastWarn = 0;
-  setGlobalErrorHandler((err) => {
+  const warn = (msg: string, err: unknown): void => {
     const now = Date.now();
     if (now - lastWarn < WARN_EVERY_MS) return;
     lastWarn = now;
-    p.log.warn({ err: err instanceof Error ? err.message : String(err), url: p.url }, 'trace export failed; spans are dropped while the collector is unreachable');
-  });
-  const resource = resourceFromAttributes({
-    'service.name': p.serviceName,
-    'service.version': VERSION,
-    'service.instance.id': p.replicaId,
-  });
-  const scope = { name: 'opschain', version: VERSION };
-  // The SDK's default buffer (2,048 spans, exported 512 at a time) overflows, dropping spans, at a
-  // few hundred steps a second (four spans a step); the OTEL_BSP_* variables still decide when set.
-  const env = process.env;
-  // Which batch each span came in, and how many of its spans are still to be sent: a batch's
-  // spans may go out in more than one export. Weak: a span the processor dropped (its buffer
-  // full) takes its batch's tally with it, unreported.
-  const tallies = new WeakMap<object, { mark: number; left: number; failed: boolean }>();
-  const otlp = new OTLPTraceExporter({ url: p.url });
-  const exporter: ConstructorParameters<typeof BatchSpanProcessor>[0] = {
-    export: (spans, done) =>
-      otlp.export(spans, (result) => {
-        const sent: number[] = [];
-        for (const s of spans) {
-          const t = tallies.get(s);
-          if (!t) continue;
-          // ExportResultCode.SUCCESS
-          if (result.code !== 0) t.failed = true;
-          else if (--t.left === 0 && !t.failed) sent.push(t.mark);
-        }
-        if (sent.length > 0) p.onSent?.(sent);
-        done(result);
-      }),
-    shutdown: () => otlp.shutdown(),
-    forceFlush: () => otlp.forceFlush(),
+    p.log.warn({ err: err instanceof Error ? err.message : String(err), url: p.url }, msg);
   };
-  const processor = new BatchSpanProcessor(exporter, {
-    ...(p.scheduledDelayMs !== undefined ? { scheduledDelayMillis: p.scheduledDelayMs } : {}),
-    ...(env.OTEL_BSP_MAX_QUEUE_SIZE ? {} : { maxQueueSize: 32_768 }),
-    ...(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE ? {} : { maxExportBatchSize: 2_048 }),
-  });
-  type Readable = Parameters<typeof processor.onEnd>[0];
-  const toReadable = (s: SpanRecord): Readable => {
-    const startTime = hr(s.start);
-    const endTime = hr(s.end);
-    const ms = Math.max(0, s.end.getTime() - s.start.getTime());
-    const context = { traceId: s.traceId, spanId: s.spanId, traceFlags: 1 };
-    return {
-      name: s.name,
-      kind: KIND[s.kind],
-      spanContext: () => context,
-      ...(s.parentSpanId ? { parentSpanContext: { traceId: s.traceId, spanId: s.parentSpanId, traceFlags: 1, isRemote: s.parentRemote === true } } : {}),
-      startTime,
-      endTime,
-      duration: [Math.floor(ms / 1000), (ms % 1000) * 1_000_000],
-      status: s.error !== undefined ? { code: STATUS_ERROR, message: s.error } : { code: STATUS_OK },
-      attributes: s.attributes,
-      links: s.links ? s.links.map((l) => ({ context: { traceId: l.traceId, spanId: l.spanId, traceFlags: 1 }, attributes: l.attributes })) : [],
-      events: [],
-      ended: true,
-      resource,
-      instrumentationScope: scope,
-      droppedAttributesCount: 0,
-      droppedEventsCount: 0,
-      droppedLinksCount: 0,
-    };
+
+  // Buffered spans, whole batches only, in the order they came; `marks[i]` ends at `ends[i]` spans.
+  let spans: SpanRecord[] = [];
+  let marks: number[] = [];
+  let markEnds: number[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let exporting: Promise<void> | undefined;
+  let closed = false;
+
+  const take = (): ExportBatch => {
+    // Whole batches up to the export size (at least one batch, however large).
+    let m = 0;
+    while (m < marks.length && (m === 0 || markEnds[m] <= settings.maxBatch)) m++;
+    const n = m === marks.length ? spans.length : markEnds[m - 1];
+    const batch = { spans: spans.slice(0, n), marks: marks.slice(0, m) };
+    spans = spans.slice(n);
+    marks = marks.slice(m);
+    markEnds = markEnds.slice(m).map((e) => e - n);
+    return batch;
   };
+
+  const exportOne = (batch: ExportBatch): Promise<void> =>
+    new Promise((resolve) => {
+      exporter.export(batch, (result) => {
+        // ExportResultCode.SUCCESS; a failed batch's rows stay owed in the store and are sent again.
+        if (result.code === 0) {
+          if (batch.marks.length > 0) p.onSent?.(batch.marks);
+        } else warn('trace export failed; spans are sent again from the store once the collector answers', result.error ?? 'export failed');
+        resolve();
+      });
+    });
+
+  /** Exports while there is something buffered and (unless `all`) a full batch of it. */
+  const drain = (all: boolean): Promise<void> => {
+    if (exporting) return exporting.then(() => drain(all));
+    if (spans.length === 0 || (!all && spans.length < settings.maxBatch)) return Promise.resolve();
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    exporting = (async () => {
+      try {
+        while (spans.length > 0 && (all || spans.length >= settings.maxBatch)) await exportOne(take());
+      } finally {
+        exporting = undefined;
+        arm();
+      }
+    })();
+    return exporting;
+  };
+
+  function arm(): void {
+    if (timer || closed || spans.length === 0) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      void drain(true);
+    }, delayMs);
+    timer.unref();
+  }
+
   return {
     emit: (batches) => {
+      if (closed) return;
       for (const b of batches) {
-        const tally = b.mark === undefined ? undefined : { mark: b.mark, left: b.spans.length, failed: false };
-        for (const s of b.spans) {
-          const span = toReadable(s);
-          if (tally) tallies.set(span, tally);
-          processor.onEnd(span);
+        if (spans.length + b.spans.length > settings.maxQueue) {
+          // Not reported sent: the rows stay owed and another pass sends them.
+          warn('trace buffer full; spans are sent again from the store', `${spans.length} spans buffered`);
+          continue;
+        }
+        for (const s of b.spans) spans.push(s);
+        if (b.mark !== undefined) {
+          marks.push(b.mark);
+          markEnds.push(spans.length);
         }
       }
+      if (spans.length >= settings.maxBatch) void drain(false);
+      else arm();
     },
-    flush: () => processor.forceFlush(),
-    shutdown: () => processor.shutdown(),
+    flush: () => drain(true),
+    shutdown: async () => {
+      await drain(true);
+      closed = true;
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      await exporter.shutdown();
+    },
   };
 }

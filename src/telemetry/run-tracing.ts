@@ -3,7 +3,7 @@ import { attemptSpans, launchSpan, runSampled, runSpan, type AttemptFacts, type 
 import type { Logger } from '../logger.js';
 import type { OrchestratorHooks, StepOutcome, StepsEnded } from '../orchestrator/contract.js';
 import { afterCommit, type Pool, type PoolClient } from '../store/pool.js';
-import { traceUnsentClaim, traceUnsentClear, traceUnsentMark, traceUnsentMarkRequeued, type UnsentSpans } from '../store/traces.js';
+import { traceAttemptsResolve, traceUnsentClaim, traceUnsentClear, traceUnsentMark, traceUnsentMarkRequeued, type UnsentSpans } from '../store/traces.js';
 import type { SpanSink } from './otlp-sink.js';
 
 /** How long the replica that ended an attempt has to send its spans before any replica may. */
@@ -16,7 +16,7 @@ export const RESEND_AFTER_MS = 60_000;
  *
  * Which attempts and runs ended is known in the transaction that ended them (exactly one does:
  * the lease's deletion fences the completion, the run's last open step closes it). That
- * transaction records the spans owed (trace_unsent, with the facts they are built from); after it
+ * transaction records the spans owed (one trace_unsent row, with the facts they are built from); after it
  * commits they are built and handed to the exporter, and the row is deleted when the exporter
  * reports them sent. A row left behind (the replica died first, or the collector refused them) is
  * claimed by a replica with traces on once its grace has passed, and sent from there.
@@ -26,6 +26,8 @@ export class RunTracing {
   private pool?: Pool;
   private queued: UnsentSpans[] = [];
   private emitTimer?: NodeJS.Immediate;
+  /** Rows being read from the store and built: a flush waits for them. */
+  private emitting = new Set<Promise<void>>();
   private sent: number[] = [];
   private clearing?: Promise<void>;
 
@@ -51,6 +53,7 @@ export class RunTracing {
   /** Emits what is queued, exports what is buffered and forgets what the exporter reported sent. */
   async flush(): Promise<void> {
     this.emitQueued();
+    while (this.emitting.size > 0) await Promise.all(this.emitting);
     const on = this.on;
     await on?.sink.flush().catch((err) => on.log.warn({ err: (err as Error).message }, 'spans not exported; they stay owed in the store'));
     while (this.clearing) await this.clearing;
@@ -86,7 +89,16 @@ export class RunTracing {
     const outcomeOf = new Map(outcomes.map((o) => [`${o.stepId}:${o.attempt}`, o]));
     const attempts = ended.attempts.map((a) => {
       const o = outcomeOf.get(`${a.stepId}:${a.attempt}`);
-      return { stepId: a.stepId, attempt: a.attempt, outcome: a.status as AttemptFacts['outcome'], event: o?.event ?? null, lease: leaseFacts(o?.lease) };
+      return {
+        stepId: a.stepId,
+        attempt: a.attempt,
+        outcome: a.status as AttemptFacts['outcome'],
+        exitCode: o?.exitCode ?? null,
+        cause: o?.cause ?? null,
+        runnerId: o?.runnerId ?? null,
+        event: o?.event ?? null,
+        lease: leaseFacts(o?.lease),
+      };
     });
     const rows = await traceUnsentMark(client, { attempts, runIds: ended.runs, resendAfterMs: on.resendAfterMs });
     afterCommit(client, () => this.queue(rows));
@@ -131,7 +143,7 @@ export class RunTracing {
     if (!on) return 0;
     const rows = await traceUnsentClaim(on.pool, { limit: p.limit ?? 100, resendAfterMs: on.resendAfterMs, now: p.now });
     if (rows.length === 0) return 0;
-    this.emit(on, rows);
+    await this.emit(on, rows);
     return rows.length;
   }
 
@@ -147,29 +159,37 @@ export class RunTracing {
     this.emitTimer = undefined;
     const rows = this.queued;
     this.queued = [];
-    if (this.on && rows.length > 0) this.emit(this.on, rows);
+    if (this.on && rows.length > 0) void this.emit(this.on, rows);
   }
 
-  private emit(on: NonNullable<RunTracing['on']>, rows: UnsentSpans[]): void {
+  /** Resolves the rows' attempts against the store, builds their spans and hands them to the exporter. */
+  private emit(on: NonNullable<RunTracing['on']>, rows: UnsentSpans[]): Promise<void> {
+    const done = this.build(on, rows).catch((err) => {
+      // Left owed: after their grace they are read and sent again.
+      on.log.warn({ err: (err as Error).message, rows: rows.length }, 'spans owed not read from the store; they will be sent after their grace');
+    });
+    this.emitting.add(done);
+    void done.finally(() => this.emitting.delete(done));
+    return done;
+  }
+
+  private async build(on: NonNullable<RunTracing['on']>, owed: UnsentSpans[]): Promise<void> {
+    const rows = await traceAttemptsResolve(on.pool, owed);
     const batches: Array<{ mark: number; spans: SpanRecord[] }> = [];
     const unsampled: number[] = [];
     for (const row of rows) {
-      if (row.kind === 'attempt') {
-        if (runSampled(row.facts.run, on.sampler)) batches.push({ mark: row.id, spans: attemptSpans(row.facts) });
-        else unsampled.push(row.id);
-        continue;
+      const spans: SpanRecord[] = [];
+      for (const a of row.attempts) if (runSampled(a.run, on.sampler)) spans.push(...attemptSpans(a));
+      for (const run of row.runs) {
+        if (!runSampled(run, on.sampler)) continue;
+        spans.push(runSpan(run));
+        // The launch's own trace goes out with the run's first round: once, and only for a run kept.
+        if (run.launch && run.round === 0) spans.push(launchSpan(run.launch, run));
+        const traceId = runTraceId(run);
+        on.log.debug({ run: run.id, status: run.status, trace_id: traceId, span_id: runSpanId(traceId, run.id, run.round) }, 'run trace emitted');
       }
-      const run = row.facts;
-      if (!runSampled(run, on.sampler)) {
-        unsampled.push(row.id);
-        continue;
-      }
-      const spans = [runSpan(run)];
-      // The launch's own trace goes out with the run's first round: once, and only for a run kept.
-      if (run.launch && run.round === 0) spans.push(launchSpan(run.launch, run));
-      batches.push({ mark: row.id, spans });
-      const traceId = runTraceId(run);
-      on.log.debug({ run: run.id, status: run.status, trace_id: traceId, span_id: runSpanId(traceId, run.id, run.round) }, 'run trace emitted');
+      if (spans.length > 0) batches.push({ mark: row.id, spans });
+      else unsampled.push(row.id);
     }
     if (batches.length > 0) on.sink.emit(batches);
     if (unsampled.length > 0) this.sentOf(unsampled);

@@ -28,13 +28,17 @@ describe('migration 0007: spans owed move to trace_unsent', () => {
     const { rows: cols } = await db.current.pool.query(`SELECT 1 FROM information_schema.columns WHERE table_name = 'runs' AND column_name = 'trace_unsent'`);
     expect(cols).toEqual([]);
     const owed = await traceUnsentClaim(db.current.pool, { limit: 10, resendAfterMs: 60_000 });
-    expect(owed.map((o) => o.kind).sort()).toEqual(['attempt', 'run']);
-    const run = owed.find((o) => o.kind === 'run')!;
-    const attempt = owed.find((o) => o.kind === 'attempt')!;
-    expect(run.facts).toMatchObject({ id: runId, name: 'old-cancel', status: 'cancelled', cause: 'cancelled by bob', round: 0, launch: null });
-    expect(run.facts.finishedAt).toBeInstanceOf(Date);
+    // Two rows, the run's round and the attempt, each read as the spans owed it holds.
+    expect(owed.map((o) => [o.attempts.length, o.runs.length]).sort()).toEqual([
+      [0, 1],
+      [1, 0],
+    ]);
+    const run = owed.flatMap((o) => o.runs)[0];
+    const attempt = owed.flatMap((o) => o.attempts)[0];
+    expect(run).toMatchObject({ id: runId, name: 'old-cancel', status: 'cancelled', cause: 'cancelled by bob', round: 0, launch: null });
+    expect(run.finishedAt).toBeInstanceOf(Date);
     // The step that never started has no attempt owed.
-    expect(attempt.facts).toMatchObject({ step: 'first', attempt: 1, outcome: 'cancelled', cause: 'cancelled by bob', lease: null, run: { id: runId, round: 0 } });
-    expect(attempt.facts.startedAt).toBeInstanceOf(Date);
+    expect(attempt).toMatchObject({ step: 'first', attempt: 1, outcome: 'cancelled', cause: 'cancelled by bob', lease: null, run: { id: runId, round: 0 } });
+    expect(attempt.startedAt).toBeInstanceOf(Date);
   });
 });

@@ -59,8 +59,18 @@ describe('spans a replica could not send', { timeout: 120_000 }, () => {
     return { runId, traceId, stepId: offer.step_id };
   }
 
+  /** What the rows owed hold of this run: its attempts and its rounds. */
   const owed = async (runId: number): Promise<string[]> =>
-    (await db.current.pool.query(`SELECT kind FROM trace_unsent WHERE run_id = $1 ORDER BY kind`, [runId])).rows.map((r) => r.kind);
+    (
+      await db.current.pool.query(
+        `SELECT 'attempt' AS kind FROM trace_unsent u, jsonb_array_elements(u.facts->'ends') e JOIN steps s ON s.id = (e->>'stepId')::bigint
+          WHERE u.kind = 'ended' AND s.run_id = $1
+         UNION ALL
+         SELECT 'run' FROM trace_unsent u, jsonb_array_elements(u.facts->'runs') r WHERE u.kind = 'ended' AND (r->>'id')::bigint = $1
+         ORDER BY 1`,
+        [runId],
+      )
+    ).rows.map((r) => r.kind);
   const storeNowPlus = async (ms: number): Promise<Date> => (await db.current.pool.query(`SELECT now() + $1 * interval '1 millisecond' AS t`, [ms])).rows[0].t;
 
   /** The run's five spans, each once, sent by `by`. */
@@ -99,7 +109,8 @@ describe('spans a replica could not send', { timeout: 120_000 }, () => {
     // Within the grace nobody takes them: the replica that ended the attempt may still send them.
     expect(await tracing.sendUnsent()).toBe(0);
     const later = await storeNowPlus(RESEND_AFTER_MS + 1_000);
-    expect(await tracing.sendUnsent({ now: later })).toBe(2);
+    // One row: the step's completion ended the attempt and the run in one transaction.
+    expect(await tracing.sendUnsent({ now: later })).toBe(1);
     await tracing.flush();
     expectSentOnce({ traceId, runId, runName: 'sole', stepId }, b.replica.replicaId);
     // The lease span still names the replica that delivered it.
@@ -125,7 +136,7 @@ describe('spans a replica could not send', { timeout: 120_000 }, () => {
     await a.tracing.flush();
     expect(await owed(runId)).toEqual(['attempt', 'run']);
     const later = await storeNowPlus(RESEND_AFTER_MS + 1_000);
-    expect(await b.tracing.sendUnsent({ now: later })).toBe(2);
+    expect(await b.tracing.sendUnsent({ now: later })).toBe(1);
     // A claim gives the claimer a grace of its own: a second replica claiming at once finds nothing.
     expect(await a.tracing.sendUnsent({ now: later })).toBe(0);
     await b.tracing.flush();
