@@ -34,6 +34,8 @@ const nanosToMs = (n: string | number) => Number(BigInt(n) / 1_000_000n);
  */
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
+  /** The spans of each accepted request, in the order they came. */
+  readonly requests: ReceivedSpan[][] = [];
   /** Requests whose body was not OTLP JSON (a test should see none). */
   readonly refused: string[] = [];
   private server?: Server;
@@ -49,6 +51,7 @@ export class OtlpReceiver {
           if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
           if (req.url !== '/v1/traces' || !String(req.headers['content-type']).startsWith('application/json')) throw new Error(`${req.method} ${req.url} ${req.headers['content-type']}`);
           const doc = JSON.parse(body.toString('utf8'));
+          const first = this.spans.length;
           for (const rs of doc.resourceSpans ?? []) {
             const resource = attrs(rs.resource?.attributes);
             for (const ss of rs.scopeSpans ?? []) {
@@ -69,6 +72,7 @@ export class OtlpReceiver {
               }
             }
           }
+          this.requests.push(this.spans.slice(first));
           res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
         } catch (err) {
           this.refused.push((err as Error).message);
