@@ -26,8 +26,9 @@ const WARN_EVERY_MS = 60_000;
 
 /**
  * The batch processor's settings, from the variables the SDK's batch span processor reads. The
- * SDK's defaults (a buffer of 2,048 spans, exported 512 at a time) overflow at a few hundred
- * steps a second (four spans a step), so opschain's are larger.
+ * SDK's buffer (2,048 spans) overflows at a few hundred steps a second (four spans a step), so
+ * opschain's is larger; its export size stays the SDK's 512: an export is written on the event
+ * loop that answers runners, and 2,048 spans (1.3 MB of JSON) held it for tens of milliseconds.
  */
 export function batchSettings(env: NodeJS.ProcessEnv): { delayMs: number; maxBatch: number; maxQueue: number } {
   const int = (name: string, fallback: number): number => {
@@ -35,7 +36,7 @@ export function batchSettings(env: NodeJS.ProcessEnv): { delayMs: number; maxBat
     return env[name] !== undefined && Number.isInteger(v) && v > 0 ? v : fallback;
   };
   const maxQueue = int('OTEL_BSP_MAX_QUEUE_SIZE', 32_768);
-  return { delayMs: int('OTEL_BSP_SCHEDULE_DELAY', 5_000), maxBatch: Math.min(int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 2_048), maxQueue), maxQueue };
+  return { delayMs: int('OTEL_BSP_SCHEDULE_DELAY', 5_000), maxBatch: Math.min(int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512), maxQueue), maxQueue };
 }
 
 /**

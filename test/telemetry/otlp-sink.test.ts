@@ -51,9 +51,9 @@ describe('the OTLP sink', () => {
   });
 
   it('reads the batch processor variables, ignoring values that are not positive integers', () => {
-    expect(batchSettings({})).toEqual({ delayMs: 5_000, maxBatch: 2_048, maxQueue: 32_768 });
+    expect(batchSettings({})).toEqual({ delayMs: 5_000, maxBatch: 512, maxQueue: 32_768 });
     expect(batchSettings({ OTEL_BSP_SCHEDULE_DELAY: '250', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '100', OTEL_BSP_MAX_QUEUE_SIZE: '50' })).toEqual({ delayMs: 250, maxBatch: 50, maxQueue: 50 });
-    expect(batchSettings({ OTEL_BSP_SCHEDULE_DELAY: 'soon', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '-1', OTEL_BSP_MAX_QUEUE_SIZE: '1.5' })).toEqual({ delayMs: 5_000, maxBatch: 2_048, maxQueue: 32_768 });
+    expect(batchSettings({ OTEL_BSP_SCHEDULE_DELAY: 'soon', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '-1', OTEL_BSP_MAX_QUEUE_SIZE: '1.5' })).toEqual({ delayMs: 5_000, maxBatch: 512, maxQueue: 32_768 });
   });
 
   it('sends OTLP JSON a collector decodes: ids, times, kinds, status, every attribute type', async () => {
