@@ -63,7 +63,7 @@ const claimableAt = (afterMs: string) => `now() + ${afterMs} * interval '1 milli
 
 /**
  * Attempt ends per row: about 300 bytes each, so a row stays under the table's toast_tuple_target
- * (0009) and is written inline as it is, neither compressed nor moved out of line, which cost
+ * (0010) and is written inline as it is, neither compressed nor moved out of line, which cost
  * a large group's transaction 4 ms.
  */
 const ENDS_PER_ROW = 20;
