@@ -15,6 +15,7 @@ import { commitDeliveries, type CommittedDeliveries } from './commit-deliveries.
 import type { DispatchDeps, DispatcherOptions } from './deps.js';
 import { emit as emitDispatch } from '../events.js';
 import { LeaseGroupCommit } from './group-commit.js';
+import { LeverNotices } from './lever-notices.js';
 import { FreedHandOff, type QueueSighting } from './hand-off.js';
 import { handBack } from './lifecycle.js';
 import { toOffer, type Offer } from './offers.js';
@@ -142,6 +143,8 @@ export class Dispatcher implements DispatchDeps {
   /** What the last tick that placed none of its claims saw: passes skip the tick while it holds. */
   readonly unplaceable: UnplaceableSeen;
   readonly groupCommit: LeaseGroupCommit;
+  /** What the postures and drains announced on the queue channel do to the calls parked or idling here. */
+  readonly levers: LeverNotices = new LeverNotices(this);
   /** The last tick found offers stopped by a posture: the next reads the posture alone before it claims. */
   private stoppedLastTick = false;
   /** The last tick claimed entries only a locked claim may take: the next locks from the start. */

@@ -8,6 +8,7 @@ import { startLoop, type LoopHandle } from '../loop.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import { listenChannel } from '../store/listen.js';
 import type { Pool } from '../store/pool.js';
+import { leverNoticeOf } from '../store/lever-notices.js';
 import { QUEUE_CHANNEL } from '../store/queue.js';
 import { RecentlyClaimable, UnblockCadence, unblockOnce } from './blocked.js';
 import { Dispatcher, nextPollMs, POLL_IDLE_MS } from './dispatcher.js';
@@ -81,7 +82,8 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
     log,
     errorDelayMs: 1_000,
     once: async () => {
-      const r = await dispatcher.pass();
+      // Calls a drain or posture held while this pass held them are answered once it lets go.
+      const r = await dispatcher.pass().finally(() => dispatcher.levers.settle());
       wait = nextPollMs(r, wait);
       // A sighting of unplaceable work is claimed again once it lapses, however long the idle wait.
       return Math.min(wait, dispatcher.unplaceable.msLeft() ?? wait);
@@ -120,8 +122,13 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
     if (!p.member) registry.drainAll();
   };
   const stopListening = [on(env.events, 'queue:enqueued', onEnqueued), on(env.events, 'lease:completed', onCompleted), on(env.events, 'lease:expired', () => dispatcher.placementChanged()), on(env.events, 'membership:changed', onMembership)];
-  // Work queued anywhere, or a pool slot freed on any replica (its entries set aside are checked at once).
+  // Work queued anywhere, or a pool slot freed on any replica (its entries set aside are checked at
+  // once), or a posture or drain changed (the calls it holds are answered, those it frees planned).
   const onQueueNotice = (payload?: string) => {
+    const lever = leverNoticeOf(payload);
+    if (lever) return dispatcher.levers.heard(lever);
+    // Connected again: what was announced meanwhile is lost.
+    if (payload === undefined) dispatcher.levers.missed();
     const key = dispatcher.queueNotice(payload);
     if (key !== null) freed([key]);
   };
