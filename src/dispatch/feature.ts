@@ -8,7 +8,6 @@ import { startLoop, type LoopHandle } from '../loop.js';
 import type { OrchestratorHooks } from '../orchestrator/contract.js';
 import { listenChannel } from '../store/listen.js';
 import type { Pool } from '../store/pool.js';
-import { leverNoticeOf } from '../store/lever-notices.js';
 import { QUEUE_CHANNEL } from '../store/queue.js';
 import { RecentlyClaimable, UnblockCadence, unblockOnce } from './blocked.js';
 import { Dispatcher, nextPollMs, POLL_IDLE_MS } from './dispatcher.js';
@@ -122,13 +121,8 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
     if (!p.member) registry.drainAll();
   };
   const stopListening = [on(env.events, 'queue:enqueued', onEnqueued), on(env.events, 'lease:completed', onCompleted), on(env.events, 'lease:expired', () => dispatcher.placementChanged()), on(env.events, 'membership:changed', onMembership)];
-  // Work queued anywhere, or a pool slot freed on any replica (its entries set aside are checked at
-  // once), or a posture or drain changed (the calls it holds are answered, those it frees planned).
+  // Work queued anywhere, or a pool slot freed on any replica (its entries set aside are checked at once).
   const onQueueNotice = (payload?: string) => {
-    const lever = leverNoticeOf(payload);
-    if (lever) return dispatcher.levers.heard(lever);
-    // Connected again: what was announced meanwhile is lost.
-    if (payload === undefined) dispatcher.levers.missed();
     const key = dispatcher.queueNotice(payload);
     if (key !== null) freed([key]);
   };

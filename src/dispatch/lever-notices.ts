@@ -63,26 +63,25 @@ export class LeverNotices {
 
   /** A lever announced on the queue channel. */
   heard(n: LeverNotice): void {
+    const done = { held: 0, owed: 0, lifted: false };
     if (n.lever === 'posture') {
       const stopped = offersStoppedBy(postureOf(n.inForce)) !== null;
       const was = this.stopped;
       this.stopped = stopped;
       // A change between postures in force (a halt over a quiesce) holds nothing new.
-      if (stopped && was !== true) this.hold('posture', 'posture', () => true);
-      else if (!stopped && was !== false) this.lift('posture', 'posture');
-      return;
-    }
-    const key = `${n.target}:${n.name}`;
-    if (n.drained) {
+      if (stopped && was !== true) Object.assign(done, this.hold('posture', () => true));
+      else if (!stopped && was !== false) done.lifted = this.lift('posture');
+    } else if (n.drained) {
       if (n.target === 'runner') this.lifted.delete(n.name);
-      this.hold('drain', key, n.target === 'runner' ? (a) => a.runner.id === n.name : (a) => a.runner.group === n.name);
-      return;
+      Object.assign(done, this.hold(`${n.target}:${n.name}`, n.target === 'runner' ? (a) => a.runner.id === n.name : (a) => a.runner.group === n.name));
+    } else {
+      if (n.target === 'runner') {
+        this.lifted.set(n.name, this.d.now());
+        for (const wake of this.idling.get(n.name) ?? []) wake();
+      }
+      done.lifted = this.lift(`${n.target}:${n.name}`);
     }
-    if (n.target === 'runner') {
-      this.lifted.set(n.name, this.d.now());
-      for (const wake of this.idling.get(n.name) ?? []) wake();
-    }
-    this.lift('drain', key);
+    emit(this.d.events, 'lever:heard', { lever: n.lever, ...done });
   }
 
   /** Notices may have been lost (the listener reconnected): no posture is assumed, and every idling poll parks. */
@@ -132,23 +131,21 @@ export class LeverNotices {
     return lifted && !signal?.aborted;
   }
 
-  private hold(lever: LeverNotice['lever'], key: string, concerned: (a: ParkedAcquire) => boolean): void {
+  /** Answers the calls a lever now holds; those busy are owed their answer. */
+  private hold(key: string, concerned: (a: ParkedAcquire) => boolean): { held: number; owed: number } {
     const { answered, busy } = this.d.registry.answerHeld(concerned);
     for (const a of busy) this.owed.set(a, key);
     // The pass that lets them go settles them.
     if (busy.length > 0) this.d.kick();
-    emit(this.d.events, 'lever:heard', { lever, held: answered, owed: busy.length, lifted: false });
+    return { held: answered, owed: busy.length };
   }
 
-  private lift(lever: LeverNotice['lever'], key: string): void {
+  /** A lever lifted: nothing is owed under it any more, and the loop plans again at once. */
+  private lift(key: string): true {
     for (const [a, k] of this.owed) if (k === key) this.owed.delete(a);
-    this.pruneLifted();
-    this.d.placementChanged();
-    emit(this.d.events, 'lever:heard', { lever, held: 0, owed: 0, lifted: true });
-  }
-
-  private pruneLifted(): void {
     const now = this.d.now();
     for (const [id, at] of this.lifted) if (now - at >= LIFT_MEMORY_MS) this.lifted.delete(id);
+    this.d.placementChanged();
+    return true;
   }
 }
