@@ -42,8 +42,8 @@ export interface UnplacedSighting {
  *  - another shard or lane set (`key`);
  *  - the sighting's validity ran out: from `minMs`, doubling with each sighting no change came
  *    between, up to `maxMs`. What nothing announces (a retry's backoff, a drain lifted while the
- *    listener was away) is seen then. A sighting that capacity may end stays at `minMs`: a runner parked here may free its
- *    load by completing on another replica.
+ *    listener was away) is seen then. A sighting that capacity may end stays at `minMs`: a runner
+ *    parked here may free its load by completing on another replica.
  */
 export class UnplaceableSeen {
   private at: number | null = null;
