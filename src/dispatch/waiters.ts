@@ -213,7 +213,8 @@ export class WaiterRegistry {
   answerHeld(concerned: (a: ParkedAcquire) => boolean): { answered: number; busy: ParkedAcquire[] } {
     const busy: ParkedAcquire[] = [];
     let answered = 0;
-    for (const a of [...this.parked.values()]) {
+    // Answering removes a call from the map as it is visited, which a Map's iteration allows.
+    for (const a of this.parked.values()) {
       if (a.settled || !concerned(a)) continue;
       if (!isFree(a)) {
         busy.push(a);
