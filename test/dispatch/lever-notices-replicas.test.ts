@@ -82,7 +82,9 @@ describe('postures and drains reach parked polls at once (two replicas over HTTP
     expect((await p1.answer).status).toBe(204);
     expect((await p1.at) - drainedAt).toBeLessThan(PROMPT_MS);
     expect(await held).toEqual({ outcome: 'held', offers: 0 });
-    expect(await heard).toEqual({ lever: 'drain', held: 1, owed: 0, lifted: false });
+    // Answered at the notice, or (a tick of a's loop held it then) as that tick let go.
+    const h = await heard;
+    expect([h.lever, h.held + h.owed, h.lifted]).toEqual(['drain', 1, false]);
     expect(p2.done()).toBe(false);
 
     // A halt written straight to the store: every parked poll, on both replicas.
