@@ -141,7 +141,9 @@ describe('postures and drains announced to parked calls (two dispatchers, tick b
     expect(await held.offers).toEqual([]);
     expect(held.call.held).toBe(true);
 
+    const lifted = nextEvent(a.events, 'lever:heard');
     await fleetDrainSet(pool, { runner: 'c', drained: false, actor: 'elsewhere' });
+    expect(await lifted).toMatchObject({ lifted: true });
     const kept = park(a, 'rnr_c');
     const reservedAgain = a.registry.snapshot();
     const drained = nextEvent(a.events, 'lever:heard');
