@@ -12,7 +12,7 @@ import type { LaunchReport } from './triggers/launch.js';
  * tests await them instead of sleeping.
  */
 
-/** How an acquire long poll ended: handed offers, timed out empty, or held (drained runner, replica out of the membership). */
+/** How an acquire long poll ended: handed offers, timed out empty, or held (drained runner, a drain or posture announced while it was parked, replica out of the membership). */
 export type AcquireOutcome = 'offer' | 'empty' | 'held';
 
 /** The runner-protocol calls a lease token is presented on. */
@@ -60,6 +60,12 @@ interface DispatchEvents {
   'lease:delivered': { runnerId: string; offers: number };
   /** A runner's completions committed, with the pools they freed (a kick for blocked entries). */
   'lease:completed': { runnerId: string; count: number; freed: string[] };
+  /**
+   * A posture or a drain announced on the queue channel, as this replica acted on it: parked calls
+   * answered held at once, calls held by a tick or hand-off to be answered once let go, or
+   * (`lifted`) planned again at once.
+   */
+  'lever:heard': { lever: 'posture' | 'drain'; held: number; owed: number; lifted: boolean };
 }
 
 

@@ -216,7 +216,7 @@ function acquireRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void 
       const unhook = abortOnClose(req.raw.socket, call);
       try {
         const answerIdle = opts.idlePolls();
-        const { offers, results } = await acquireCarrying(dispatch, {
+        const { offers, results, held } = await acquireCarrying(dispatch, {
           runner,
           requestId: req.body.request_id,
           maxOffers: req.body.max_offers ?? 1,
@@ -228,7 +228,7 @@ function acquireRoute(app: App, { dispatch, parked, opts }: RunnerRoutes): void 
           answerIdle,
           completions: toCompletions(req.body.completions ?? []),
         });
-        emitDispatch(dispatch.events, 'acquire:answered', { outcome: offers.length > 0 ? 'offer' : runner.drained || answerIdle ? 'held' : 'empty', offers: offers.length });
+        emitDispatch(dispatch.events, 'acquire:answered', { outcome: offers.length > 0 ? 'offer' : held ? 'held' : 'empty', offers: offers.length });
         if (results) return { offers, results };
         if (offers.length === 0) return reply.code(204).send();
         return { offers };

@@ -25,6 +25,8 @@ export interface AcquireAnswer {
   offers: Offer[];
   /** One result per carried completion, in order; absent when the call carried none. */
   results?: ItemResult[];
+  /** Answered empty because a drain, a posture or the replica's quiesce holds the call. */
+  held?: boolean;
 }
 
 /**
@@ -32,8 +34,9 @@ export interface AcquireAnswer {
  * acked (read from the store, so a retry on another replica, or after a failover, finds them too);
  * an offer is acked only by the runner, so one whose answer never arrived goes back to the queue
  * at its ack deadline (docs/runner-protocol.md). A drained runner
- * idles for the window and is answered empty without ever being matched; otherwise the call
- * parks until a dispatch tick hands it offers or the window ends.
+ * idles for the window and is answered empty without ever being matched, unless its drain is
+ * lifted meanwhile (it then parks for the rest of the window); otherwise the call parks until a
+ * dispatch tick hands it offers, the window ends, or a drain or posture announced meanwhile holds it.
  */
 export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<Offer[]> {
   return (await acquireCarrying(deps, req)).offers;
@@ -53,10 +56,10 @@ export async function acquire(deps: DispatchDeps, req: AcquireRequest): Promise<
  */
 export async function acquireCarrying(deps: DispatchDeps, req: AcquireRequest): Promise<AcquireAnswer> {
   const carried = req.completions ?? [];
-  if (carried.length === 0) return { offers: await acquireOffers(deps, { ...req, oneTick: false }) };
+  if (carried.length === 0) return acquireOffers(deps, { ...req, oneTick: false });
   if (!req.fresh || req.runner.drained || req.answerIdle) {
     const results = await completeLeases(deps, req.runner.id, carried);
-    return { offers: await acquireOffers(deps, { ...req, oneTick: true }), results };
+    return { ...(await acquireOffers(deps, { ...req, oneTick: true })), results };
   }
   const { acquire: call, offers } = deps.registry.park(
     { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, oneTick: true, carrying: true, parkedAt: Date.now() },
@@ -76,24 +79,34 @@ export async function acquireCarrying(deps: DispatchDeps, req: AcquireRequest): 
   }
   deps.registry.carried(call);
   if (!call.settled) deps.kick();
-  return { offers: await offers, results };
+  const answered = await offers;
+  return call.held ? { offers: answered, results, held: true } : { offers: answered, results };
 }
 
-async function acquireOffers(deps: DispatchDeps, req: AcquireRequest & { oneTick: boolean }): Promise<Offer[]> {
+async function acquireOffers(deps: DispatchDeps, req: AcquireRequest & { oneTick: boolean }): Promise<AcquireAnswer> {
   const replay = req.fresh ? [] : await leaseByRequest(deps.pool, { runnerId: req.runner.id, requestId: req.requestId });
   if (replay.length > 0) {
     const details = await offerDetails(deps.pool, replay.map((l) => l.stepId));
-    return replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs, deps.defaultStepTimeoutMs, deps.traceSampler));
+    return { offers: replay.map((l) => toOffer(l, details.get(l.stepId), deps.ttlMs, deps.defaultStepTimeoutMs, deps.traceSampler)) };
   }
-  if (req.runner.drained || req.answerIdle) {
-    if (!req.oneTick) await systemClock.sleep(req.waitMs, req.signal);
-    return [];
+  let waitMs = req.waitMs;
+  if (req.answerIdle || (req.runner.drained && req.oneTick)) {
+    if (!req.oneTick) await systemClock.sleep(waitMs, req.signal);
+    return { offers: [], held: true };
   }
-  const { offers } = deps.registry.park(
+  if (req.runner.drained) {
+    // Its drain lifted on any replica (announced at commit), the poll parks for the rest of its window.
+    const idleFrom = Date.now();
+    if (!(await deps.levers.idleUntilLifted(req.runner.id, waitMs, req.signal))) return { offers: [], held: true };
+    waitMs -= Date.now() - idleFrom;
+    if (waitMs <= 0) return { offers: [], held: true };
+  }
+  const { acquire: call, offers } = deps.registry.park(
     { runner: req.runner, requestId: req.requestId, slots: req.maxOffers, onlyRunId: req.onlyRunId, oneTick: req.oneTick, parkedAt: Date.now() },
-    req.waitMs,
+    waitMs,
     req.signal,
   );
   deps.kick();
-  return offers;
+  const answered = await offers;
+  return call.held ? { offers: answered, held: true } : { offers: answered };
 }

@@ -7,6 +7,7 @@ import type { Pool } from '../store/pool.js';
 import type { ClaimParams } from '../store/queue.js';
 import type { RecentlyClaimable } from './blocked.js';
 import type { LeaseGroupCommit } from './group-commit.js';
+import type { LeverNotices } from './lever-notices.js';
 import type { WaiterRegistry } from './waiters.js';
 
 /** What one replica's dispatcher is built from: its store, its signals, its settings. */
@@ -47,6 +48,8 @@ export interface DispatchDeps extends DispatcherOptions {
   fair: FairShare;
   /** The replica's group commit of acks, renewals and completions. */
   groupCommit: LeaseGroupCommit;
+  /** Postures and drains announced by the store: what they answer or wake among the calls here. */
+  levers: LeverNotices;
   /** Wake the dispatch loop now (capacity freed, a call parked). */
   kick: () => void;
   /**

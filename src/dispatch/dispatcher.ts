@@ -8,6 +8,7 @@ import { fleetParkedRead, fleetRead } from '../store/fleet.js';
 import type { DeliveredLease, OfferDetail } from '../store/leases.js';
 import { withClient, withTransaction, type Pool, type PoolClient } from '../store/pool.js';
 import type { PostureField } from '../store/posture.js';
+import { leverNoticeOf } from '../store/lever-notices.js';
 import { freedKeyOf, queueClaim, type ClaimParams } from '../store/queue.js';
 import type { EventEmitter } from 'node:events';
 import { blockUnplaceable, type RecentlyClaimable } from './blocked.js';
@@ -15,6 +16,7 @@ import { commitDeliveries, type CommittedDeliveries } from './commit-deliveries.
 import type { DispatchDeps, DispatcherOptions } from './deps.js';
 import { emit as emitDispatch } from '../events.js';
 import { LeaseGroupCommit } from './group-commit.js';
+import { LeverNotices } from './lever-notices.js';
 import { FreedHandOff, type QueueSighting } from './hand-off.js';
 import { handBack } from './lifecycle.js';
 import { toOffer, type Offer } from './offers.js';
@@ -142,6 +144,8 @@ export class Dispatcher implements DispatchDeps {
   /** What the last tick that placed none of its claims saw: passes skip the tick while it holds. */
   readonly unplaceable: UnplaceableSeen;
   readonly groupCommit: LeaseGroupCommit;
+  /** What the postures and drains announced on the queue channel do to the calls parked or idling here. */
+  readonly levers: LeverNotices = new LeverNotices(this);
   /** The last tick found offers stopped by a posture: the next reads the posture alone before it claims. */
   private stoppedLastTick = false;
   /** The last tick claimed entries only a locked claim may take: the next locks from the start. */
@@ -198,11 +202,19 @@ export class Dispatcher implements DispatchDeps {
   };
 
   /**
-   * A notice on the queue channel: work queued anywhere, or a pool slot freed on any replica.
-   * Returns the blocking key a release names (`pool:NAME`: entries set aside on it are to be
-   * checked), or null.
+   * A notice on the queue channel: work queued anywhere, a pool slot freed on any replica, or a
+   * posture or drain changed (the calls it holds are answered, those it frees planned for: the
+   * levers). Returns the blocking key a release names (`pool:NAME`: entries set aside on it are to
+   * be checked), or null.
    */
   queueNotice(payload?: string): string | null {
+    const lever = leverNoticeOf(payload);
+    if (lever) {
+      this.levers.heard(lever);
+      return null;
+    }
+    // The listener connected again: levers announced meanwhile are lost too.
+    if (payload === undefined) this.levers.missed();
     const key = freedKeyOf(payload);
     if (key === null) this.queueChanged();
     else this.placementChanged();

@@ -81,7 +81,8 @@ export function startDispatchPlane(env: DispatchEnv, ownership: ShardOwnership, 
     log,
     errorDelayMs: 1_000,
     once: async () => {
-      const r = await dispatcher.pass();
+      // Calls a drain or posture held while this pass held them are answered once it lets go.
+      const r = await dispatcher.pass().finally(() => dispatcher.levers.settle());
       wait = nextPollMs(r, wait);
       // A sighting of unplaceable work is claimed again once it lapses, however long the idle wait.
       return Math.min(wait, dispatcher.unplaceable.msLeft() ?? wait);

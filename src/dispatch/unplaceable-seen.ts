@@ -33,17 +33,17 @@ export interface UnplacedSighting {
  * runner until something that could place one of those entries happens:
  *
  *  - the queue changed (work enqueued here or announced by NOTIFY, entries put back), or a lease
- *    ended here (a run's step done, a runner's load freed), or a pool was released on any
- *    replica (announced on the queue channel): `changed`;
+ *    ended here (a run's step done, a runner's load freed), or a pool was released, a drain or a
+ *    posture lifted on any replica (announced on the queue channel): `changed`;
  *  - a call parked that the verdicts say could take one: for "no parked runner matches", a call
  *    placed unlike every one considered; for capacity, a pinned runner or an exceeding step, any
  *    call; for a full pool or a run at its cap, none. Such calls are planned over alone (`matters`),
  *    reading only their runners;
  *  - another shard or lane set (`key`);
  *  - the sighting's validity ran out: from `minMs`, doubling with each sighting no change came
- *    between, up to `maxMs`. What nothing announces (a drain lifted, a retry's backoff) is seen
- *    then. A sighting that capacity may end stays at `minMs`: a runner parked here may free its
- *    load by completing on another replica.
+ *    between, up to `maxMs`. What nothing announces (a retry's backoff, a drain lifted while the
+ *    listener was away) is seen then. A sighting that capacity may end stays at `minMs`: a runner
+ *    parked here may free its load by completing on another replica.
  */
 export class UnplaceableSeen {
   private at: number | null = null;

@@ -29,6 +29,8 @@ export interface ParkedAcquire {
   handOff: boolean;
   /** The window ended while reserved: answer empty when the tick lets go. */
   expired: boolean;
+  /** Answered empty because a drain or a posture announced since holds it (dispatch/lever-notices.ts). */
+  held?: boolean;
   /** Hands offers to the caller; returns false when it already settled (the caller must hand them back). */
   deliver(offers: Offer[]): boolean;
   /** Answers the caller with an error instead of offers (it retries the same request id); false when it already settled. */
@@ -201,6 +203,27 @@ export class WaiterRegistry {
   /** The call's completions have committed (or failed): it is an ordinary parked call from now on. */
   carried(a: ParkedAcquire): void {
     a.carrying = false;
+  }
+
+  /**
+   * Answers empty, as held, every call `concerned` selects that no tick or hand-off holds and whose
+   * completions have committed: how many it answered, and the selected calls still held so (to be
+   * answered once let go).
+   */
+  answerHeld(concerned: (a: ParkedAcquire) => boolean): { answered: number; busy: ParkedAcquire[] } {
+    const busy: ParkedAcquire[] = [];
+    let answered = 0;
+    // Answering removes a call from the map as it is visited, which a Map's iteration allows.
+    for (const a of this.parked.values()) {
+      if (a.settled || !concerned(a)) continue;
+      if (!isFree(a)) {
+        busy.push(a);
+        continue;
+      }
+      a.held = true;
+      if (a.deliver([])) answered++;
+    }
+    return { answered, busy };
   }
 
   get size(): number {
